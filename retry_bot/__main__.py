@@ -1,0 +1,4 @@
+import sys
+from retry_bot.cli import main
+
+sys.exit(main())

@@ -1,0 +1,4 @@
+import sys
+from runner_wrapper.cli import main
+
+sys.exit(main())

@@ -1,0 +1,357 @@
+"""The usage record: what a build really used, signed, in one versioned schema.
+
+This is the contract between the runner wrapper (which writes records) and the
+retry bot (which reads them from job logs, spool files and the collector
+endpoint).  The JSON Schema is shipped as ``runner_wrapper/usage-record.schema.json``
+and documented in ``docs/usage-record.md``.
+
+A record is signed with HMAC-SHA256 over its canonical JSON form (sorted keys,
+no whitespace, UTF-8, the ``signature`` member removed), so a build cannot
+print a forged "I needed 1 TB" marker into its own log.
+
+Typical use::
+
+    rec = UsageRecord(job=JobIdentity(id=42, ...), host=HostInfo(...), ...)
+    signed = sign_record(rec.to_dict(), key=b"secret", key_id="farm-1")
+    line = encode_marker(signed, key=b"secret", key_id="farm-1")   # <= 4 KiB, one line
+    ...
+    found = find_markers(trace_bytes)               # -> list of dicts, last is newest
+    verify_record(found[-1], keys={"farm-1": b"secret"})   # raises RecordError if forged
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Iterable, Mapping
+
+__all__ = [
+    "SCHEMA",
+    "MARKER_PREFIX",
+    "MARKER_MAX_BYTES",
+    "RecordError",
+    "JobIdentity",
+    "HostInfo",
+    "AppliedLimits",
+    "Usage",
+    "StageUsage",
+    "UsageRecord",
+    "canonical_json",
+    "sign_record",
+    "verify_record",
+    "encode_marker",
+    "decode_marker",
+    "find_markers",
+]
+
+#: Schema identifier; bump the number on an incompatible change.
+SCHEMA = "gitlab-rightsizer/usage-record/v1"
+#: The job-log marker line starts with this (after optional ANSI/CR noise).
+MARKER_PREFIX = "RIGHTSIZER-USAGE v1 "
+#: A marker line, including its newline, never exceeds this.
+MARKER_MAX_BYTES = 4096
+
+_MARKER_RE = re.compile(rb"RIGHTSIZER-USAGE v1 ([A-Za-z0-9_\-]+={0,2})")
+
+
+class RecordError(ValueError):
+    """A usage record is malformed, forged, or signed with an unknown key."""
+
+
+@dataclass(frozen=True)
+class JobIdentity:
+    """Who ran: taken from ``JOB_RESPONSE_FILE`` (trusted), never ``CUSTOM_ENV_*``."""
+
+    id: int
+    project_id: int | None = None
+    project_path: str | None = None
+    pipeline_id: int | None = None
+    name: str | None = None
+    stage: str | None = None
+    ref: str | None = None
+    protected: bool | None = None
+    url: str | None = None
+    #: Selected job variables (resource requests and spec keys), never secrets.
+    variables: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    hostname: str
+    runner: str | None = None
+    #: ``cgroup-v2``, ``cgroup-v1`` or ``psutil``.
+    backend: str = "psutil"
+    #: True when figures come from sampling rather than kernel counters.
+    approximate: bool = False
+    kernel: str | None = None
+    wrapper_version: str | None = None
+
+
+@dataclass(frozen=True)
+class AppliedLimits:
+    """What the wrapper applied, and where each value came from."""
+
+    memory_limit_bytes: int | None = None
+    memory_request_bytes: int | None = None
+    cpu_limit_cores: float | None = None
+    cpu_request_cores: float | None = None
+    #: e.g. ``{"memory_limit": "job variable KUBERNETES_MEMORY_LIMIT=4Gi"}``.
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Totals over the measured span. Kernel counters are the truth; means are sampled."""
+
+    wall_seconds: float
+    memory_peak_bytes: int | None = None
+    memory_mean_bytes: int | None = None
+    cpu_user_seconds: float | None = None
+    cpu_system_seconds: float | None = None
+    cpu_mean_cores: float | None = None
+    cpu_max_cores: float | None = None
+    oom_kills: int = 0
+    #: cgroup v1 ``memory.failcnt`` (times the limit was hit), when known.
+    memory_failcnt: int | None = None
+    #: PSI ``some avg10``-style totals in microseconds, when the kernel offers them.
+    memory_pressure_usec: int | None = None
+    cpu_pressure_usec: int | None = None
+
+
+@dataclass(frozen=True)
+class StageUsage:
+    """One ``run_exec`` call: a stage name and its attempt (stages can repeat)."""
+
+    name: str
+    attempt: int
+    wall_seconds: float
+    exit_code: int | None
+    oom_kills: int = 0
+    memory_peak_bytes: int | None = None
+    memory_mean_bytes: int | None = None
+    cpu_seconds: float | None = None
+    cpu_max_cores: float | None = None
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    job: JobIdentity
+    host: HostInfo
+    limits: AppliedLimits
+    usage: Usage
+    started_at: str
+    finished_at: str
+    exit_code: int | None = None
+    stages: tuple[StageUsage, ...] = ()
+    #: True when per-stage figures were dropped to fit a size bound.
+    stages_truncated: bool = False
+    schema: str = SCHEMA
+
+    @property
+    def oom_killed(self) -> bool:
+        return self.usage.oom_kills > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stages"] = [asdict(s) for s in self.stages]
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "UsageRecord":
+        """Build a record from JSON data, with a clear :class:`RecordError` on bad input.
+
+        Unknown keys are ignored (forward compatibility within v1); a missing
+        required key or a wrong type is an error naming the key.
+        """
+        if not isinstance(data, Mapping):
+            raise RecordError(f"usage record must be a JSON object, not {type(data).__name__}")
+        schema = data.get("schema")
+        if schema != SCHEMA:
+            raise RecordError(f"unsupported usage record schema {schema!r} (expected {SCHEMA!r})")
+        try:
+            stages = tuple(_build(StageUsage, s, f"stages[{i}]") for i, s in enumerate(data.get("stages") or ()))
+            return cls(
+                job=_build(JobIdentity, data.get("job"), "job"),
+                host=_build(HostInfo, data.get("host"), "host"),
+                limits=_build(AppliedLimits, data.get("limits") or {}, "limits"),
+                usage=_build(Usage, data.get("usage"), "usage"),
+                started_at=_typed(data, "started_at", str, "started_at"),
+                finished_at=_typed(data, "finished_at", str, "finished_at"),
+                exit_code=_opt_int(data.get("exit_code"), "exit_code"),
+                stages=stages,
+                stages_truncated=bool(data.get("stages_truncated", False)),
+            )
+        except TypeError as exc:
+            raise RecordError(f"malformed usage record: {exc}") from exc
+
+
+_INT_FIELDS = {"id", "project_id", "pipeline_id", "memory_limit_bytes", "memory_request_bytes",
+               "memory_peak_bytes", "memory_mean_bytes", "oom_kills", "memory_failcnt",
+               "memory_pressure_usec", "cpu_pressure_usec", "attempt", "exit_code"}
+_FLOAT_FIELDS = {"cpu_limit_cores", "cpu_request_cores", "wall_seconds", "cpu_user_seconds",
+                 "cpu_system_seconds", "cpu_mean_cores", "cpu_max_cores", "cpu_seconds"}
+
+
+def _build(cls: type, data: Any, path: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise RecordError(f"{path}: expected an object, got {type(data).__name__}")
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        v = data[f.name]
+        where = f"{path}.{f.name}"
+        if f.name in _INT_FIELDS:
+            v = _opt_int(v, where)
+        elif f.name in _FLOAT_FIELDS:
+            if v is not None:
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise RecordError(f"{where}: expected a number, got {v!r}")
+                v = float(v)
+        elif f.name in ("variables", "sources"):
+            if not isinstance(v, Mapping) or not all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
+                raise RecordError(f"{where}: expected an object of strings")
+            v = dict(v)
+        kwargs[f.name] = v
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        missing = [f.name for f in fields(cls) if f.name not in data]
+        raise RecordError(f"{path}: missing required field(s) {missing}") from exc
+
+
+def _opt_int(v: Any, where: str) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise RecordError(f"{where}: expected an integer, got {v!r}")
+    return v
+
+
+def _typed(d: Mapping[str, Any], key: str, typ: type, where: str) -> Any:
+    v = d.get(key)
+    if not isinstance(v, typ):
+        raise RecordError(f"{where}: expected {typ.__name__}, got {v!r}")
+    return v
+
+
+# --------------------------------------------------------------------------- signing
+
+
+def canonical_json(data: Mapping[str, Any]) -> bytes:
+    """The bytes that are signed: sorted keys, compact, UTF-8, without ``signature``."""
+    body = {k: v for k, v in data.items() if k != "signature"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+def sign_record(data: Mapping[str, Any], key: bytes, key_id: str = "default") -> dict[str, Any]:
+    """Return a copy of ``data`` with a ``signature`` member (HMAC-SHA256, hex)."""
+    if not key:
+        raise RecordError("empty signing key")
+    mac = hmac.new(key, canonical_json(data), hashlib.sha256).hexdigest()
+    out = dict(data)
+    out["signature"] = {"alg": "hmac-sha256", "key_id": key_id, "value": mac}
+    return out
+
+
+def verify_record(data: Mapping[str, Any], keys: Mapping[str, bytes]) -> UsageRecord:
+    """Check the signature against the key named by ``key_id`` and parse the record.
+
+    Raises :class:`RecordError` when the record is unsigned, signed with an
+    unknown key, forged or malformed.  Comparison is constant-time.
+    """
+    sig = data.get("signature") if isinstance(data, Mapping) else None
+    if not isinstance(sig, Mapping) or sig.get("alg") != "hmac-sha256":
+        raise RecordError("usage record is not signed (no hmac-sha256 signature)")
+    key = keys.get(str(sig.get("key_id")))
+    if key is None:
+        raise RecordError(f"usage record signed with unknown key id {sig.get('key_id')!r}")
+    try:
+        expected = hmac.new(key, canonical_json(data), hashlib.sha256).hexdigest()
+    except (TypeError, ValueError) as exc:
+        raise RecordError(f"usage record cannot be canonicalised: {exc}") from exc
+    if not hmac.compare_digest(expected, str(sig.get("value", ""))):
+        raise RecordError("usage record signature does not verify (forged or altered)")
+    return UsageRecord.from_dict(data)
+
+
+# --------------------------------------------------------------------------- job-log marker
+
+
+def encode_marker(data: Mapping[str, Any], key: bytes, key_id: str = "default") -> str:
+    """One job-log line (no newline) carrying the signed record, at most 4 KiB.
+
+    When the full record does not fit, per-stage figures are dropped
+    (``stages_truncated: true``) and the record is re-signed; the totals are
+    always kept.
+    """
+    candidates = [dict(data)]
+    if data.get("stages"):
+        candidates.append({**data, "stages": [], "stages_truncated": True})
+    for candidate in candidates:
+        signed = sign_record(candidate, key, key_id)
+        line = MARKER_PREFIX + base64.urlsafe_b64encode(_compact(signed)).decode("ascii")
+        if len(line) + 1 <= MARKER_MAX_BYTES:
+            return line
+    raise RecordError("usage record does not fit in a 4 KiB marker even without stages")
+
+
+def _compact(data: Mapping[str, Any]) -> bytes:
+    return json.dumps(dict(data), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+def decode_marker(line: str | bytes) -> dict[str, Any]:
+    """Decode one marker line (signature not checked: call :func:`verify_record`)."""
+    raw = line.encode("utf-8", "replace") if isinstance(line, str) else line
+    m = _MARKER_RE.search(raw)
+    if not m:
+        raise RecordError("no usage marker in line")
+    try:
+        payload = base64.urlsafe_b64decode(m.group(1))
+        data = json.loads(payload)
+    except (ValueError, json.JSONDecodeError) as exc:
+        raise RecordError(f"usage marker is not valid base64 JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise RecordError("usage marker does not hold a JSON object")
+    return data
+
+
+def find_markers(trace: bytes | str) -> list[dict[str, Any]]:
+    """All decodable markers in a (possibly binary, ANSI-coloured) trace, oldest first.
+
+    Undecodable markers are skipped; signatures are not checked here.
+    """
+    raw = trace.encode("utf-8", "replace") if isinstance(trace, str) else trace
+    out: list[dict[str, Any]] = []
+    for m in _MARKER_RE.finditer(raw):
+        if len(m.group(0)) > MARKER_MAX_BYTES:
+            continue
+        try:
+            out.append(decode_marker(m.group(0)))
+        except RecordError:
+            continue
+    return out
+
+
+def iter_jsonl_records(lines: Iterable[str | bytes]) -> Iterable[tuple[int, dict[str, Any] | RecordError]]:
+    """Parse spool-file lines: yields ``(line_number, dict)`` or ``(line_number, RecordError)``."""
+    for n, line in enumerate(lines, 1):
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield n, RecordError(f"line {n}: not JSON: {exc.msg}")
+            continue
+        if not isinstance(data, dict):
+            yield n, RecordError(f"line {n}: not a JSON object")
+            continue
+        yield n, data
