@@ -52,12 +52,28 @@ def _redact_processor(_logger: Any, _name: str, event_dict: MutableMapping[str, 
     return event_dict
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is *now* (it may be replaced after configuration)."""
+
+    def write(self, s: str) -> int:
+        return sys.stderr.write(s)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
 def configure_logging(fmt: str = "auto", level: str = "info", stream: Any = None) -> None:
-    """Configure structlog.  ``fmt``: ``auto`` (console on a TTY, else JSON), ``console`` or ``json``."""
+    """Configure structlog.  ``fmt``: ``auto`` (console on a TTY, else JSON), ``console`` or ``json``.
+
+    ``stream`` defaults to the process's current ``sys.stderr``, looked up at each write.
+    """
     global _configured
     import structlog
 
-    stream = stream or sys.stderr
+    stream = stream or _CurrentStderr()
     if fmt not in ("auto", "console", "json"):
         raise ValueError(f"unknown log format {fmt!r} (auto, console or json)")
     if fmt == "auto":

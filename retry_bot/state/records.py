@@ -1,0 +1,110 @@
+"""Plain, frozen values returned by the state store (no I/O here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+__all__ = ["JobRecord", "LineageMember", "Lineage", "ActionIntent", "INTENT_STATUSES"]
+
+#: ``begun``: written before the GitLab write, outcome not yet known;
+#: ``completed``: the GitLab write is known to have happened (``result`` says what);
+#: ``failed``: known not to have happened (``retryable`` says whether it may be begun again).
+INTENT_STATUSES = ("begun", "completed", "failed")
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job the bot has seen, with its classification and (once made) its decision."""
+
+    job_id: int
+    project_id: int
+    origin_job_id: int
+    facts: Mapping[str, Any]
+    classification: Mapping[str, Any]
+    decision: Mapping[str, Any] | None
+    seen_at: float
+    decided_at: float | None
+
+    @property
+    def decided(self) -> bool:
+        return self.decision is not None
+
+
+@dataclass(frozen=True)
+class LineageMember:
+    """One attempt in a lineage.  ``attempt`` 0 is the origin job (action ``origin``)."""
+
+    job_id: int
+    origin_job_id: int
+    attempt: int
+    #: ``origin``, ``retry`` (plain GitLab retry) or ``resize`` (re-created with new variables).
+    action: str
+    #: The job variables the attempt ran with (e.g. ``KUBERNETES_MEMORY_LIMIT``).
+    variables: Mapping[str, str] = field(default_factory=dict)
+    runner_class: str | None = None
+    memory_limit_bytes: int | None = None
+    memory_peak_bytes: int | None = None
+    #: GitLab job status once known (``created``, ``manual``, ``running``, ``success``, ``failed``...).
+    status: str | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """An origin job and every job re-created from it, in attempt order (origin first)."""
+
+    origin_job_id: int
+    attempts: tuple[LineageMember, ...]
+
+    @property
+    def job_ids(self) -> tuple[int, ...]:
+        return tuple(m.job_id for m in self.attempts)
+
+    @property
+    def latest(self) -> LineageMember:
+        return self.attempts[-1]
+
+    def count(self, action: str) -> int:
+        """How many attempts were made with ``action`` (``retry`` or ``resize``)."""
+        return sum(1 for m in self.attempts if m.action == action)
+
+    @property
+    def recreations(self) -> int:
+        """Attempts after the origin (what attempt budgets count)."""
+        return sum(1 for m in self.attempts if m.attempt > 0)
+
+
+@dataclass(frozen=True)
+class ActionIntent:
+    """A GitLab write the bot means to make (or made), keyed by an idempotency key.
+
+    ``created`` is true when *this* :meth:`Store.begin_action` call wrote the intent
+    (or re-opened a retryable failure): the caller goes on to make the GitLab
+    write.  When it is false the intent existed already: if ``status`` is
+    ``begun`` an earlier run may or may not have made the write, so the caller
+    must first read GitLab's state, then complete or redo (see docs/state.md).
+    """
+
+    intent_id: int
+    idempotency_key: str
+    job_id: int
+    kind: str
+    payload: Mapping[str, Any]
+    status: str
+    result: Mapping[str, Any] | None = None
+    error: str | None = None
+    retryable: bool = False
+    #: How many times the intent was begun (1, plus one per re-opened retryable failure).
+    attempts: int = 1
+    #: Leadership term of the replica that last wrote it (``None`` without leader election).
+    term: int | None = None
+    holder: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    created: bool = False
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == "begun"
