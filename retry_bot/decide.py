@@ -1,0 +1,642 @@
+"""The decision: from what is known about a failed job to what the bot does with it.
+
+:func:`decide` is a pure, deterministic function of its arguments: the job's
+facts, the classifier's verdict, the job's lineage, the policy, and how many
+jobs currently run in each expensive runner class.  It never reads the clock
+(pass ``now``), GitLab or the state store; the poller does that and acts on
+the :class:`Decision`.
+
+The gates, in order (the first that applies decides ``none``):
+
+1. the job was already re-created (a later attempt exists in its lineage);
+2. ``skip_superseded`` and a newer pipeline on the same ref superseded it;
+3. ``skip_allow_failure`` and the job may fail;
+4. it finished longer ago than ``max_job_age``;
+5. the rule in force (family, then category, then overrides) says ``none``;
+6. the family's budget for this lineage is used up (after the pipeline
+   source's factor), or the lineage reached ``max_attempts``;
+7. for a resize: nothing is known to size from, or the ceiling is reached, or
+   the need passes the top of the ladder and ``beyond_top = "stop"``;
+8. the runner class the job would run on has reached a concurrency cap for the
+   job's user or project.  The decision is then ``none`` (not deferred: the bot
+   decides each job exactly once, and a cap is never exceeded).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from retry_bot.model import Classification, Family, JobFacts
+from retry_bot.policy.model import (
+    Action,
+    BeyondTop,
+    LastAttempt,
+    Policy,
+    ResolvedRule,
+    RunnerClass,
+)
+from retry_bot.policy.resize import (
+    format_memory_within,
+    memory_need,
+    memory_used,
+    resize_cpu,
+    resize_timeout,
+)
+from runner_wrapper.quantity import QuantityError, format_cpu, human_bytes, parse_cpu, parse_memory
+from runner_wrapper.record import UsageRecord
+
+__all__ = ["Action", "LineageAttempt", "ClassUsage", "Decision", "decide", "LINEAGE_ACTIONS"]
+
+#: How a job of a lineage came to be.
+LINEAGE_ACTIONS = ("origin", "retry", "resize")
+
+
+@dataclass(frozen=True)
+class LineageAttempt:
+    """One job of a lineage, oldest first: the origin, then each job the bot created.
+
+    ``family`` / ``category`` are the classification of *this* job's failure
+    (``None`` while unknown; an unknown family counts against every family's
+    budget, to stay on the safe side).  Memory and CPU are what was in force
+    for it; ``memory_peak_bytes`` is the peak observed by the runner wrapper
+    (from a verified usage record), never an estimate.
+    """
+
+    job_id: int
+    action: str = "origin"
+    family: str | None = None
+    category: str | None = None
+    memory_limit_bytes: int | None = None
+    memory_request_bytes: int | None = None
+    memory_peak_bytes: int | None = None
+    cpu_limit_cores: float | None = None
+    runner_class: str | None = None
+    #: ISO-8601 time the job finished (GitLab's ``finished_at``).
+    finished_at: str | None = None
+    #: Job timeout in force (seconds), when the bot set or knows it.
+    timeout_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class ClassUsage:
+    """Running and pending jobs per runner class and user, and per runner class and project.
+
+    Keys are ``(runner_class, user)`` and ``(runner_class, project_path)``
+    (``str(project_id)`` for a job whose facts carry no path).  Jobs whose user
+    is unknown are counted under ``""``.  The failed job itself is not running
+    and is not counted: a cap of N allows an action while fewer than N run.
+    """
+
+    by_user: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    by_project: Mapping[tuple[str, str], int] = field(default_factory=dict)
+
+    def user_count(self, runner_class: str, user: str | None) -> int:
+        return int(self.by_user.get((runner_class, user or ""), 0))
+
+    def project_count(self, runner_class: str, project: str | None) -> int:
+        return int(self.by_project.get((runner_class, project or ""), 0))
+
+    @classmethod
+    def from_jobs(cls, jobs: Iterable[tuple[str, str | None, str | None]]) -> "ClassUsage":
+        """Count ``(runner_class, user, project_path)`` triples of running/pending jobs."""
+        users: dict[tuple[str, str], int] = {}
+        projects: dict[tuple[str, str], int] = {}
+        for rc, user, project in jobs:
+            users[(rc, user or "")] = users.get((rc, user or ""), 0) + 1
+            projects[(rc, project or "")] = projects.get((rc, project or ""), 0) + 1
+        return cls(by_user=users, by_project=projects)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one failed job, and why.
+
+    For ``retry``, ``variables`` is empty and ``tags`` are the job's own
+    (GitLab's retry keeps both).  For ``resize``, ``variables`` are the job
+    variables to play the re-created job with and ``tags`` route it to
+    ``runner_class``.  For ``none``, ``attempt`` is the failed job's own
+    attempt number; otherwise it is the number of the job the action creates
+    (the origin is 1).
+    """
+
+    action: Action
+    reason: str
+    rule: str
+    attempt: int
+    budget: int
+    dry_run: bool = False
+    variables: dict[str, str] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    runner_class: str | None = None
+    memory_limit_bytes: int | None = None
+    memory_request_bytes: int | None = None
+    cpu_limit_cores: float | None = None
+    cpu_request_cores: float | None = None
+    #: Job timeout for the re-created job (``timeout:``), from ``[resize.time]``.
+    timeout_seconds: float | None = None
+    #: Seconds to wait before acting (the backoff still left at ``now``).
+    delay_seconds: float = 0.0
+    family: str = ""
+    category: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for logs, ``classify --format json`` and the state store)."""
+        d = asdict(self)
+        d["action"] = self.action.value
+        d["tags"] = list(self.tags)
+        d["variables"] = dict(self.variables)
+        return d
+
+
+# --------------------------------------------------------------------------- the function
+
+
+def decide(
+    facts: JobFacts,
+    classification: Classification,
+    lineage: Sequence[LineageAttempt],
+    policy: Policy,
+    class_usage: ClassUsage,
+    *,
+    record: UsageRecord | Mapping[str, Any] | None = None,
+    predicted_memory_bytes: int | None = None,
+    superseded: bool = False,
+    now: datetime | None = None,
+) -> Decision:
+    """Decide what to do with the failed job ``facts``.
+
+    ``lineage`` lists the jobs of the job's lineage, origin first; the failed
+    job is normally its last entry (it is appended when absent).  ``record`` is
+    the job's *verified* usage record (a ``UsageRecord`` or its ``to_dict()``
+    form), ignored when it belongs to another job.  ``predicted_memory_bytes`` is the
+    predictor's figure for the job: a resize takes the larger of it and the
+    bump rule, then the caps.  ``now`` enables ``max_job_age`` and subtracts
+    the time already waited from the backoff.
+    """
+    return _Decider(facts, classification, lineage, policy, class_usage, record,
+                    predicted_memory_bytes, superseded, now).run()
+
+
+class _Decider:
+    """One decision's working state; every method is pure over it."""
+
+    def __init__(self, facts: JobFacts, classification: Classification, lineage: Sequence[LineageAttempt],
+                 policy: Policy, usage: ClassUsage, record: Any | None, predicted: int | None,
+                 superseded: bool, now: datetime | None):
+        self.facts = facts
+        self.policy = policy
+        self.usage = usage
+        self.record = record if _record_job_id(record) in (facts.job_id, None) and record is not None else None
+        self.predicted = predicted_memory_bytes_ok(predicted)
+        self.superseded = superseded
+        self.now = now
+        self.family = str(getattr(classification.family, "value", classification.family))
+        self.category = classification.category or self.family
+        self.resolved: ResolvedRule = policy.resolve(
+            self.family, self.category, project_path=facts.project_path, job_name=facts.name,
+            ref=facts.ref, pipeline_source=facts.pipeline_source)
+        self.rule = self.resolved.rule
+        # Position of the failed job in its lineage.
+        entries = list(lineage)
+        pos = next((i for i, e in enumerate(entries) if e.job_id == facts.job_id), None)
+        self.later = entries[pos + 1:] if pos is not None else []
+        if pos is None:
+            entries.append(LineageAttempt(job_id=facts.job_id, action="origin" if not entries else "retry"))
+            pos = len(entries) - 1
+        self.entries = entries[: pos + 1]
+        self.entry = self.entries[-1]
+        self.attempt = len(self.entries)
+        self.current_class, self.current_index = self._current_class()
+        self.placement = policy.placement_for(facts.project_path, facts.name)
+
+    # ---------------------------------------------------------------- results
+
+    def _decision(self, action: Action, reason: str, rule: str, **kw: Any) -> Decision:
+        return Decision(
+            action=action, reason=reason, rule=rule,
+            attempt=kw.pop("attempt", self.attempt), budget=self.rule.budget,
+            dry_run=self.resolved.dry_run, family=self.family, category=self.category,
+            runner_class=kw.pop("runner_class", self.current_class.name if self.current_class else None),
+            **kw)
+
+    def none(self, reason: str, rule: str) -> Decision:
+        return self._decision(Action.NONE, reason, rule)
+
+    # ---------------------------------------------------------------- main flow
+
+    def run(self) -> Decision:
+        f, p = self.facts, self.policy
+        what = self._what()
+        if self.later:
+            return self.none(f"{what}: already re-created as job {self.later[0].job_id} "
+                             f"({self.later[0].action}); nothing more to do for job {f.job_id}", "lineage")
+        if self.superseded and p.skip_superseded:
+            return self.none(f"{what}: a newer pipeline on {f.ref or 'the same ref'} superseded pipeline "
+                             f"{f.pipeline_id}; not re-running outdated work", "skip_superseded")
+        if f.allow_failure and p.skip_allow_failure:
+            return self.none(f"{what}: the job is allowed to fail", "skip_allow_failure")
+        age = self._age()
+        if age is not None and p.max_job_age and age > p.max_job_age:
+            return self.none(f"{what}: finished {_dur(age)} ago, longer than max_job_age {_dur(p.max_job_age)}",
+                             "max_job_age")
+        if self.rule.action == Action.NONE:
+            return self.none(f"{what}: the policy leaves {self.family} failures alone ({self.resolved.source})",
+                             self.resolved.source)
+        used = self._reruns_for_family()
+        budget = self.rule.budget
+        if used >= budget:
+            spent = f"{used} of {budget}" if budget else "a budget of 0"
+            return self.none(f"{what}: re-run budget for {self.family} failures used up ({spent}, "
+                             f"{self.resolved.budget_source})", self.resolved.budget_source)
+        if self.attempt + 1 > p.max_attempts:
+            return self.none(f"{what}: the lineage already has {self.attempt} jobs (max_attempts "
+                             f"{p.max_attempts})", "max_attempts")
+        self.rerun = used + 1
+        self.last_rerun = self.rerun == budget or self.attempt + 1 == p.max_attempts
+        self.delay = self._delay(self.rerun)
+        if self.rule.action == Action.RETRY:
+            return self._retry(what)
+        if self.family == Family.TIMEOUT.value:
+            return self._resize_timeout(what)
+        return self._resize_memory(what)
+
+    # ---------------------------------------------------------------- actions
+
+    def _retry(self, what: str) -> Decision:
+        rc = self.current_class
+        if rc is not None:
+            capped = self._concurrency_cap(rc)
+            if capped:
+                return self.none(f"{what}: {capped[0]}", capped[1])
+        where = f" on runner class {rc.name!r}" if rc else ""
+        return self._decision(
+            Action.RETRY,
+            f"{what}: retry{where} (attempt {self.attempt + 1}; re-run {self.rerun} of {self.rule.budget} "
+            f"for {self.family} failures{self._wait_note()}; {self.resolved.source})",
+            self.resolved.source, attempt=self.attempt + 1, tags=tuple(self.facts.tags),
+            delay_seconds=self.delay)
+
+    def _resize_memory(self, what: str) -> Decision:
+        p, r, names = self.policy, self.policy.resize, self.policy.variables
+        limit, limit_src = self._memory_limit_in_force()
+        request = self._memory_request_in_force()
+        peak = self._observed_peak()
+        used = memory_used(limit, peak, request)
+        if used is None:
+            return self.none(f"{what}: cannot size a resize: neither the memory limit in force nor an "
+                             "observed peak is known (set resize.default_memory or a runner class "
+                             "default_memory)", "resize.default_memory")
+        need = memory_need(used, r, self.predicted)
+        global_cap = r.max_memory if self.resolved.max_memory is None else min(r.max_memory, self.resolved.max_memory)
+        cap_src = "resize.max_memory" if global_cap == r.max_memory else self.resolved.max_memory_source
+        target, _ = self._climb(need_memory=need, need_cpu=None, global_cap=global_cap,
+                                requests_only=not names.memory_limit)
+        if p.runner_classes and target is None:
+            return self.none(f"{what}: no runner class is open to this job (placement_only or expensive "
+                             "classes not allowed for it)", "runner_classes")
+        rc = p.runner_classes[target] if target is not None else None
+        cap = global_cap if rc is None else min(global_cap, rc.max_memory)
+        if rc is not None and rc.max_memory <= global_cap:
+            cap_src = f"runner_classes[{target}].max_memory"
+        if rc is not None and not names.memory_limit and rc.request_cap < cap:
+            # Requests only: the new memory goes into the request, so its ceiling applies.
+            cap, cap_src = rc.request_cap, f"runner_classes[{target}].max_memory_request"
+        if need > cap and r.beyond_top == BeyondTop.STOP:
+            return self.none(f"{what}: needs {human_bytes(need)}, more than the largest allowed "
+                             f"{human_bytes(cap)} ({cap_src}; beyond_top = \"stop\")", "resize.beyond_top")
+        new = min(need, cap)
+        worst_case = self.last_rerun and r.last_attempt == LastAttempt.MAX and cap > new
+        if worst_case:
+            new = cap
+        text, new_bytes = format_memory_within(new, cap, names.memory_format.value)
+        if new_bytes <= used:
+            return self.none(f"{what}: already at the ceiling: {human_bytes(used)} in use when killed, "
+                             f"the most allowed is {human_bytes(cap)} ({cap_src})", cap_src)
+        if rc is not None:
+            capped = self._concurrency_cap(rc)
+            if capped:
+                return self.none(f"{what}: {capped[0]}", capped[1])
+        variables: dict[str, str] = {}
+        limit_out: int | None = None
+        request_out: int | None = None
+        request_cap = rc.request_cap if rc is not None else cap
+        if names.memory_limit:
+            variables[names.memory_limit] = text
+            limit_out = new_bytes
+        if names.memory_request and (names.raise_request or not names.memory_limit
+                                     or (request is not None and request > new_bytes)):
+            rtext, request_out = format_memory_within(min(new_bytes, request_cap), min(new_bytes, request_cap),
+                                                      names.memory_format.value)
+            variables[names.memory_request] = rtext
+        notes = []
+        base = f"{human_bytes(limit)} limit ({limit_src})" if limit else "no known limit"
+        if peak:
+            base += f", peak {human_bytes(peak)}"
+        if self.predicted and need > memory_need(used, r):
+            notes.append(f"raised to the prediction {human_bytes(self.predicted)}")
+        if need > cap:
+            notes.append(f"capped by {cap_src}")
+        if worst_case:
+            notes.append("last re-run: the class maximum (last_attempt = \"max\")")
+        if rc is not None and rc is not self.current_class:
+            was = f" (was {self.current_class.name!r})" if self.current_class else ""
+            notes.append(f"moves to runner class {rc.name!r}{was}")
+        elif rc is not None:
+            notes.append(f"stays on runner class {rc.name!r}")
+        note = "; ".join(notes)
+        reason = (f"{what} with {base}: re-create with {names.memory_limit or names.memory_request}={text}"
+                  f"{' (' + note + ')' if note else ''}; attempt {self.attempt + 1}, re-run {self.rerun} of "
+                  f"{self.rule.budget} for {self.family} failures{self._wait_note()} ({self.resolved.source})")
+        return self._decision(
+            Action.RESIZE, reason, self.resolved.source, attempt=self.attempt + 1,
+            variables=variables, tags=rc.tags if rc is not None else tuple(self.facts.tags),
+            runner_class=rc.name if rc is not None else None,
+            memory_limit_bytes=limit_out, memory_request_bytes=request_out, delay_seconds=self.delay)
+
+    def _resize_timeout(self, what: str) -> Decision:
+        p, r, names = self.policy, self.policy.resize, self.policy.variables
+        if r.cpu is None and r.time is None:
+            return self.none(f"{what}: resize on a timeout needs [resize.cpu] or [resize.time]", "resize")
+        cpu_in = new_cpu = None
+        if r.cpu is not None:
+            cpu_in = self._cpu_in_force() or r.cpu.default
+            new_cpu = resize_cpu(cpu_in, r.cpu)  # the need, before the class's cap
+        t_in = new_t = None
+        if r.time is not None:
+            t_in = _positive(self.entry.timeout_seconds) or r.time.default
+            new_t = resize_timeout(t_in, r.time)
+        limit, _ = self._memory_limit_in_force()
+        target, _ = self._climb(need_memory=limit, need_cpu=new_cpu, global_cap=r.max_memory)
+        if p.runner_classes and target is None:
+            return self.none(f"{what}: no runner class is open to this job", "runner_classes")
+        rc = p.runner_classes[target] if target is not None else None
+        if r.cpu is not None and cpu_in is not None:
+            new_cpu = resize_cpu(cpu_in, r.cpu, cap=rc.max_cpus if rc is not None else None)
+        cpu_up = new_cpu is not None and cpu_in is not None and new_cpu > cpu_in
+        time_up = new_t is not None and t_in is not None and new_t > t_in
+        if not cpu_up and not time_up:
+            return self.none(f"{what}: already at the ceiling for CPU and time", "resize")
+        if rc is not None:
+            capped = self._concurrency_cap(rc)
+            if capped:
+                return self.none(f"{what}: {capped[0]}", capped[1])
+        variables: dict[str, str] = {}
+        cpu_limit = cpu_request = None
+        parts = []
+        if cpu_up and new_cpu is not None:
+            ctext = format_cpu(new_cpu)
+            if names.cpu_limit:
+                variables[names.cpu_limit] = ctext
+                cpu_limit = new_cpu
+            if names.cpu_request and (names.raise_request or not names.cpu_limit):
+                variables[names.cpu_request] = ctext
+                cpu_request = new_cpu
+            parts.append(f"CPU {format_cpu(cpu_in or new_cpu)} -> {ctext}")
+        if time_up and new_t is not None and t_in is not None:
+            parts.append(f"timeout {_dur(t_in)} -> {_dur(new_t)}")
+        moved = ""
+        if rc is not None and rc is not self.current_class:
+            moved = f", on runner class {rc.name!r}"
+        reason = (f"{what}: re-create with {', '.join(parts)}{moved}; attempt {self.attempt + 1}, re-run "
+                  f"{self.rerun} of {self.rule.budget} for {self.family} failures{self._wait_note()} "
+                  f"({self.resolved.source})")
+        return self._decision(
+            Action.RESIZE, reason, self.resolved.source, attempt=self.attempt + 1, variables=variables,
+            tags=rc.tags if rc is not None else tuple(self.facts.tags),
+            runner_class=rc.name if rc is not None else None,
+            cpu_limit_cores=cpu_limit, cpu_request_cores=cpu_request,
+            timeout_seconds=new_t if time_up else None, delay_seconds=self.delay)
+
+    # ---------------------------------------------------------------- facts about the job
+
+    def _what(self) -> str:
+        cat = f"/{self.category}" if self.category and self.category != self.family else ""
+        return f"job {self.facts.job_id} {self.facts.name!r} failed: {self.family}{cat}"
+
+    def _current_class(self) -> tuple[RunnerClass | None, int | None]:
+        p = self.policy
+        if not p.runner_classes:
+            return None, None
+        name = self.entry.runner_class
+        if name is not None and p.class_index(name) is not None:
+            return p.runner_class(name), p.class_index(name)
+        by_tags = p.class_for_tags(tuple(self.facts.tags))
+        if by_tags is not None:
+            return by_tags, p.class_index(by_tags.name)
+        placed = p.placement_for(self.facts.project_path, self.facts.name)
+        if placed is not None and p.class_index(placed.runner_class) is not None:
+            return p.runner_class(placed.runner_class), p.class_index(placed.runner_class)
+        return None, None
+
+    def _reruns_for_family(self) -> int:
+        """Jobs of the lineage created because an earlier job failed with this family."""
+        fams = [e.family for e in self.entries]
+        fams[-1] = self.family
+        count = 0
+        for j in range(1, len(self.entries)):
+            if self.entries[j].action == "origin":
+                continue
+            prev = fams[j - 1]
+            if prev is None or prev == self.family:
+                count += 1
+        return count
+
+    def _memory_limit_in_force(self) -> tuple[int | None, str]:
+        rec = self.record
+        v = _get(rec, "limits", "memory_limit_bytes")
+        if v:
+            return int(v), "usage record"
+        if _positive(self.entry.memory_limit_bytes):
+            return int(self.entry.memory_limit_bytes), "lineage"
+        name = self.policy.variables.memory_limit
+        parsed = _parse_var(self.facts.variables, name, parse_memory)
+        if parsed:
+            return int(parsed), f"job variable {name}"
+        if self.current_class is not None and self.current_class.default_memory:
+            return self.current_class.default_memory, f"runner class {self.current_class.name!r} default"
+        if self.policy.resize.default_memory:
+            return self.policy.resize.default_memory, "resize.default_memory"
+        return None, ""
+
+    def _memory_request_in_force(self) -> int | None:
+        v = _get(self.record, "limits", "memory_request_bytes")
+        if v:
+            return int(v)
+        if _positive(self.entry.memory_request_bytes):
+            return int(self.entry.memory_request_bytes)
+        parsed = _parse_var(self.facts.variables, self.policy.variables.memory_request, parse_memory)
+        return int(parsed) if parsed else None
+
+    def _observed_peak(self) -> int | None:
+        peaks = [int(v) for v in (_get(self.record, "usage", "memory_peak_bytes"),
+                                  _positive(self.entry.memory_peak_bytes)) if v]
+        return max(peaks) if peaks else None
+
+    def _cpu_in_force(self) -> float | None:
+        v = _get(self.record, "limits", "cpu_limit_cores")
+        if v:
+            return float(v)
+        if _positive(self.entry.cpu_limit_cores):
+            return float(self.entry.cpu_limit_cores)
+        names = self.policy.variables
+        for name in (names.cpu_limit, names.cpu_request):
+            parsed = _parse_var(self.facts.variables, name, parse_cpu)
+            if parsed:
+                return float(parsed)
+        v = _get(self.record, "limits", "cpu_request_cores")
+        return float(v) if v else None
+
+    def _finished_at(self) -> datetime | None:
+        return _parse_time(self.facts.finished_at) or _parse_time(self.entry.finished_at)
+
+    def _age(self) -> float | None:
+        if self.now is None:
+            return None
+        done = self._finished_at()
+        if done is None:
+            return None
+        return max(0.0, (_aware(self.now) - done).total_seconds())
+
+    def _delay(self, rerun: int) -> float:
+        delay = self.rule.backoff.delay(rerun)
+        age = self._age()
+        if age is not None:
+            delay = max(0.0, delay - age)
+        return float(delay)
+
+    def _wait_note(self) -> str:
+        return f", after {_dur(self.delay)}" if self.delay > 0 else ""
+
+    # ---------------------------------------------------------------- ladder and caps
+
+    def _open(self, i: int) -> bool:
+        """May this job run on class ``i``?"""
+        rc = self.policy.runner_classes[i]
+        if i == self.current_index:
+            return True
+        if rc.placement_only and (self.placement is None or self.placement.runner_class != rc.name):
+            return False
+        if rc.expensive and not self.resolved.allow_expensive:
+            return False
+        return True
+
+    def _climb(self, need_memory: int | None, need_cpu: float | None, global_cap: int,
+               requests_only: bool = False) -> tuple[int | None, bool]:
+        """The lowest open class at or above the current one that fits; else the highest open one.
+
+        ``requests_only``: memory goes into the request, so ``max_memory_request`` is what must fit.
+
+        Returns ``(index, fits)``; ``(None, False)`` when no class is open or there are no classes.
+        """
+        classes = self.policy.runner_classes
+        if not classes:
+            return None, False
+        start = self.current_index if self.current_index is not None else 0
+        open_ = [i for i in range(start, len(classes)) if self._open(i)]
+        if not open_:
+            return None, False
+        for i in open_:
+            rc = classes[i]
+            room = rc.request_cap if requests_only else rc.max_memory
+            mem_ok = need_memory is None or min(room, global_cap) >= need_memory
+            cpu_ok = need_cpu is None or rc.max_cpus >= need_cpu
+            if mem_ok and cpu_ok:
+                return i, True
+        return open_[-1], False
+
+    def _concurrency_cap(self, rc: RunnerClass) -> tuple[str, str] | None:
+        """``(reason, rule)`` when one more job of this user/project in ``rc`` would pass a cap."""
+        i = self.policy.class_index(rc.name)
+        f = self.facts
+        if rc.max_concurrent_per_user is not None:
+            n = self.usage.user_count(rc.name, f.user)
+            if n >= rc.max_concurrent_per_user:
+                return (f"runner class {rc.name!r} already runs {n} job(s) of user {f.user or '(unknown)'!r} "
+                        f"(max_concurrent_per_user {rc.max_concurrent_per_user}); not starting another",
+                        f"runner_classes[{i}].max_concurrent_per_user")
+        if rc.max_concurrent_per_project is not None:
+            project = f.project_path or str(f.project_id)
+            n = self.usage.project_count(rc.name, project)
+            if n >= rc.max_concurrent_per_project:
+                return (f"runner class {rc.name!r} already runs {n} job(s) of project {project!r} "
+                        f"(max_concurrent_per_project {rc.max_concurrent_per_project}); not starting another",
+                        f"runner_classes[{i}].max_concurrent_per_project")
+        return None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def predicted_memory_bytes_ok(value: int | None) -> int | None:
+    """A usable prediction (a positive integer) or ``None``."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        return None
+    return v if v > 0 else None
+
+
+def _positive(value: Any) -> Any:
+    """``value`` when it is a positive number, else ``None`` (bad data is unknown, not zero)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        return None
+    return value
+
+
+def _record_job_id(record: Any) -> int | None:
+    job = record.get("job") if isinstance(record, Mapping) else getattr(record, "job", None)
+    return job.get("id") if isinstance(job, Mapping) else getattr(job, "id", None)
+
+
+def _get(obj: Any, part: str, name: str) -> Any:
+    """``obj.part.name`` for a UsageRecord (or ``obj[part][name]`` for its dict form)."""
+    if obj is None:
+        return None
+    sub = obj.get(part) if isinstance(obj, Mapping) else getattr(obj, part, None)
+    if sub is None:
+        return None
+    v = sub.get(name) if isinstance(sub, Mapping) else getattr(sub, name, None)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        return None
+    return v
+
+
+def _parse_var(variables: Mapping[str, str], name: str, parse: Any) -> float | int | None:
+    if not name or not variables:
+        return None
+    raw = variables.get(name)
+    if raw is None:
+        return None
+    try:
+        return parse(raw)
+    except QuantityError:
+        return None
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        return _aware(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except ValueError:
+        return None
+
+
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+def _dur(seconds: float) -> str:
+    s = float(seconds)
+    if s < 120:
+        return f"{s:.0f}s"
+    if s < 7200:
+        return f"{s / 60:.0f}m"
+    if s < 172800:
+        return f"{s / 3600:.1f}h"
+    return f"{s / 86400:.1f}d"

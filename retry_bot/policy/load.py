@@ -1,0 +1,699 @@
+"""Read and validate ``policy.toml``: every problem at once, each with its key path and line.
+
+The reader walks the TOML tree once.  Each accessor checks one value (type,
+range, quantity, regex...), records a :class:`~retry_bot.problems.Problem` when
+it is wrong and falls back to the default, so a single pass reports all
+problems; :func:`policy_from_dict` raises one :class:`ConfigError` with the
+whole list at the end.  Unknown keys are problems too (a typo such as
+``max_memmory`` must not be silently ignored), with a "did you mean" hint.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import tomllib
+from importlib import resources
+from pathlib import Path
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from retry_bot.model import FAMILIES, Family
+from retry_bot.policy.model import (
+    MAX_BUDGET,
+    PIPELINE_SOURCES,
+    Action,
+    Backoff,
+    BeyondTop,
+    CpuRule,
+    LastAttempt,
+    MemoryFormat,
+    Override,
+    Placement,
+    Policy,
+    ResizeRule,
+    Rule,
+    RuleUpdate,
+    RunnerClass,
+    SourceRule,
+    TimeRule,
+    VariableNames,
+)
+from retry_bot.policy.units import DurationError, parse_duration
+from retry_bot.problems import ConfigError, Problem, find_line
+from runner_wrapper.quantity import QuantityError, parse_cpu, parse_memory
+
+__all__ = [
+    "load_policy",
+    "parse_policy",
+    "policy_from_dict",
+    "default_policy",
+    "default_policy_text",
+    "SCHEMA_VERSION",
+]
+
+#: The ``version`` key this code reads.
+SCHEMA_VERSION = 1
+#: File name of the annotated default inside this package (a copy of ``config/policy.toml``).
+DEFAULT_POLICY_RESOURCE = "default_policy.toml"
+
+_T = TypeVar("_T")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CATEGORY_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+_TOP_KEYS = ("version", "dry_run", "skip_superseded", "skip_allow_failure", "max_job_age",
+             "max_attempts", "variables", "families", "categories", "resize", "runner_classes",
+             "placement", "pipeline_sources", "overrides", "prediction")
+_RULE_KEYS = ("action", "budget", "backoff")
+_BACKOFF_KEYS = ("initial", "factor", "max")
+_VARIABLE_KEYS = ("memory_limit", "memory_request", "cpu_limit", "cpu_request", "memory_format",
+                  "raise_request")
+_RESIZE_KEYS = ("ratio", "min_bump", "granularity", "max_memory", "default_memory", "beyond_top",
+                "last_attempt", "cpu", "time")
+_CPU_KEYS = ("ratio", "min_bump", "max_cpus", "default")
+_TIME_KEYS = ("ratio", "min_bump", "max", "default")
+_CLASS_KEYS = ("name", "tags", "max_memory", "max_cpus", "max_memory_request", "default_memory",
+               "expensive", "placement_only", "max_concurrent_per_user", "max_concurrent_per_project")
+_PLACEMENT_KEYS = ("project", "job", "runner_class")
+_SOURCE_KEYS = ("budget_factor", "max_budget", "allow_expensive")
+_OVERRIDE_KEYS = ("project", "job", "ref", "family", "category", "action", "budget", "backoff",
+                  "max_memory", "dry_run")
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def load_policy(path: Path | str) -> Policy:
+    """Read, parse and validate a policy file.
+
+    Raises :class:`ConfigError` listing every problem (an unreadable file is one problem).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([Problem("", "file not found", source=str(p))]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([Problem("", f"cannot read: {exc}", source=str(p))]) from None
+    return parse_policy(text, source=str(p))
+
+
+def parse_policy(text: str, source: str = "<string>") -> Policy:
+    """Parse policy TOML text; raises :class:`ConfigError` with every problem found."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = re.search(r"\(at line (\d+), column \d+\)", msg)
+        line = int(m.group(1)) if m else None
+        raise ConfigError([Problem("", f"not valid TOML: {msg}", line, source)]) from None
+    return policy_from_dict(data, source=source, text=text)
+
+
+def policy_from_dict(data: Mapping[str, Any], source: str = "<dict>", text: str | None = None) -> Policy:
+    """Validate an already-parsed TOML document (e.g. a ``[policy]`` table of a bot config).
+
+    ``text``, when given, is the TOML source used to find line numbers.
+    """
+    reader = _Reader(text, source)
+    policy = reader.policy(data)
+    if reader.problems:
+        # In file order (problems without a line last), as an editor would list them.
+        ordered = sorted(reader.problems, key=lambda pr: (pr.line is None, pr.line or 0))
+        raise ConfigError(ordered)
+    return policy
+
+
+def default_policy_text() -> str:
+    """The annotated default policy shipped with the package (``retry-bot policy init`` writes it)."""
+    return resources.files("retry_bot.policy").joinpath(DEFAULT_POLICY_RESOURCE).read_text(encoding="utf-8")
+
+
+def default_policy() -> Policy:
+    """The policy of the annotated default file."""
+    return parse_policy(default_policy_text(), source=f"retry_bot/policy/{DEFAULT_POLICY_RESOURCE}")
+
+
+# --------------------------------------------------------------------------- line numbers
+
+
+class _Lines:
+    """Map key paths (``runner_classes[1].tags``) to line numbers of a TOML text."""
+
+    _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+    _KEY = re.compile(r"^\s*((?:[A-Za-z0-9_\-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_\-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
+    _INLINE_KEY = re.compile(r"[{,]\s*([A-Za-z0-9_\-]+)\s*=")
+
+    def __init__(self, text: str | None):
+        self.text = text
+        self.lines: dict[str, int] = {}
+        if text:
+            self._scan(text)
+
+    @staticmethod
+    def _split(dotted: str) -> list[str]:
+        parts, cur, quote = [], "", ""
+        for ch in dotted:
+            if quote:
+                if ch == quote:
+                    quote = ""
+                else:
+                    cur += ch
+            elif ch in "\"'":
+                quote = ch
+            elif ch == ".":
+                parts.append(cur.strip())
+                cur = ""
+            else:
+                cur += ch
+        parts.append(cur.strip())
+        return parts
+
+    def _scan(self, text: str) -> None:
+        counts: dict[str, int] = {}  # array-of-tables name -> tables seen so far
+        table = ""
+        in_multiline = False
+        for n, line in enumerate(text.splitlines(), start=1):
+            if in_multiline:
+                if '"""' in line or "'''" in line:
+                    in_multiline = False
+                continue
+            h = self._HEADER.match(line)
+            if h:
+                names = self._split(h.group(2))
+                is_array = h.group(1) == "[["
+                plain = indexed = ""
+                for j, name in enumerate(names):
+                    plain = f"{plain}.{name}" if plain else name
+                    indexed = f"{indexed}.{name}" if indexed else name
+                    if is_array and j == len(names) - 1:
+                        counts[plain] = counts.get(plain, 0) + 1
+                        indexed += f"[{counts[plain] - 1}]"
+                    elif plain in counts:
+                        indexed += f"[{counts[plain] - 1}]"
+                table = indexed
+                self.lines.setdefault(table, n)
+                continue
+            k = self._KEY.match(line)
+            if k:
+                key = ".".join(self._split(k.group(1)))
+                path = f"{table}.{key}" if table else key
+                self.lines.setdefault(path, n)
+                rest = line[k.end():]
+                for sub in self._INLINE_KEY.findall(rest):
+                    self.lines.setdefault(f"{path}.{sub}", n)
+                if rest.count('"""') == 1 or rest.count("'''") == 1:
+                    in_multiline = True
+
+    def find(self, path: str) -> int | None:
+        """The line of ``path``, else of its closest enclosing table or key; ``None`` without text."""
+        if not self.text:
+            return None
+        p = path
+        while p:
+            if p in self.lines:
+                return self.lines[p]
+            if p.endswith("]"):  # an inline array of tables: fall back to its key
+                p = re.sub(r"\[\d+\]$", "", p)
+                continue
+            if "." not in p:
+                break
+            p = p.rsplit(".", 1)[0]
+        return find_line(self.text, path)
+
+
+# --------------------------------------------------------------------------- the reader
+
+
+class _Reader:
+    def __init__(self, text: str | None, source: str):
+        self.source = source
+        self.lines = _Lines(text)
+        self.problems: list[Problem] = []
+
+    # ---------------------------------------------------------------- plumbing
+
+    def problem(self, path: str, message: str) -> None:
+        self.problems.append(Problem(path, message, self.lines.find(path), self.source))
+
+    def table(self, value: Any, path: str, allowed: Iterable[str]) -> dict[str, Any]:
+        """``value`` as a table; every key not in ``allowed`` is a problem (with a hint)."""
+        if not isinstance(value, Mapping):
+            self.problem(path, f"must be a table, not {_kind(value)}")
+            return {}
+        allowed = tuple(allowed)
+        for key in value:
+            if key not in allowed:
+                self.problem(_join(path, key), f"unknown key{_hint(key, allowed)}")
+        return dict(value)
+
+    def take(self, table: Mapping[str, Any], key: str, path: str, default: _T,
+             convert: Callable[[Any], _T], what: str) -> _T:
+        """Convert ``table[key]`` (or return ``default``); a conversion error is a problem."""
+        if key not in table:
+            return default
+        where = _join(path, key)
+        try:
+            return convert(table[key])
+        except (ValueError, TypeError) as exc:
+            detail = str(exc) or what
+            self.problem(where, detail if isinstance(exc, (QuantityError, DurationError, _Bad)) else f"must be {what}")
+            return default
+
+    # ---------------------------------------------------------------- the tree
+
+    def policy(self, data: Mapping[str, Any]) -> Policy:
+        top = self.table(data, "", _TOP_KEYS)
+        base = Policy()
+        version = self.take(top, "version", "", SCHEMA_VERSION, _int(1, 10**6), "an integer")
+        if version != SCHEMA_VERSION:
+            self.problem("version", f"this retry-bot reads policy version {SCHEMA_VERSION}, not {version}")
+        max_age = self.take(top, "max_job_age", "", base.max_job_age, parse_duration, "a duration")
+        variables = self.variables(top.get("variables", {}), "variables")
+        families = self.families(top.get("families", {}), "families")
+        categories = self.categories(top.get("categories", {}), "categories")
+        resize = self.resize(top.get("resize", {}), "resize")
+        classes = self.runner_classes(top.get("runner_classes", []), "runner_classes")
+        placement = self.placements(top.get("placement", []), "placement", classes)
+        sources = self.sources(top.get("pipeline_sources", {}), "pipeline_sources")
+        overrides = self.overrides(top.get("overrides", []), "overrides")
+        prediction = self.prediction(top.get("prediction"), "prediction")
+        policy = Policy(
+            dry_run=self.take(top, "dry_run", "", base.dry_run, _bool, "true or false"),
+            skip_superseded=self.take(top, "skip_superseded", "", base.skip_superseded, _bool, "true or false"),
+            skip_allow_failure=self.take(top, "skip_allow_failure", "", base.skip_allow_failure, _bool,
+                                         "true or false"),
+            max_job_age=max_age if max_age else None,
+            max_attempts=self.take(top, "max_attempts", "", base.max_attempts, _int(1, MAX_BUDGET * 2 + 1),
+                                   f"an integer from 1 to {MAX_BUDGET * 2 + 1}"),
+            variables=variables,
+            families=families,
+            categories=categories,
+            resize=resize,
+            runner_classes=classes,
+            placement=placement,
+            pipeline_sources=sources,
+            overrides=overrides,
+            prediction=prediction,
+        )
+        self.cross_checks(policy)
+        return policy
+
+    def variables(self, value: Any, path: str) -> VariableNames:
+        t = self.table(value, path, _VARIABLE_KEYS)
+        d = VariableNames()
+        names = {}
+        for key in ("memory_limit", "memory_request", "cpu_limit", "cpu_request"):
+            names[key] = self.take(t, key, path, getattr(d, key), _env_name,
+                                   'a variable name such as "KUBERNETES_MEMORY_LIMIT", or "" for none')
+        v = VariableNames(
+            **names,
+            memory_format=self.take(t, "memory_format", path, d.memory_format, _enum(MemoryFormat),
+                                    "binary, decimal or bytes"),
+            raise_request=self.take(t, "raise_request", path, d.raise_request, _bool, "true or false"),
+        )
+        if not v.memory_limit and not v.memory_request:
+            self.problem(_join(path, "memory_limit"),
+                         "memory_limit and memory_request are both empty: a resize could not set any memory")
+        if v.memory_limit and v.memory_limit == v.memory_request:
+            self.problem(_join(path, "memory_request"), "must differ from memory_limit")
+        if v.cpu_limit and v.cpu_limit == v.cpu_request:
+            self.problem(_join(path, "cpu_request"), "must differ from cpu_limit")
+        return v
+
+    def backoff(self, value: Any, path: str, default: Backoff) -> Backoff:
+        t = self.table(value, path, _BACKOFF_KEYS)
+        initial = self.take(t, "initial", path, default.initial, _duration_max(86400.0), "a duration")
+        factor = self.take(t, "factor", path, default.factor, _float(1.0, 10.0), "a number from 1 to 10")
+        maximum = self.take(t, "max", path, default.max, _duration_max(7 * 86400.0), "a duration")
+        if maximum < initial:
+            self.problem(_join(path, "max"), f"is below initial ({maximum:g}s < {initial:g}s)")
+        return Backoff(initial=initial, factor=factor, max=maximum)
+
+    def rule_update(self, t: Mapping[str, Any], path: str, base_backoff: Backoff) -> RuleUpdate:
+        action = self.take(t, "action", path, None, _enum(Action), "retry, resize or none")
+        budget = self.take(t, "budget", path, None, _int(0, MAX_BUDGET), f"an integer from 0 to {MAX_BUDGET}")
+        backoff = self.backoff(t["backoff"], _join(path, "backoff"), base_backoff) if "backoff" in t else None
+        return RuleUpdate(action=action, budget=budget, backoff=backoff)
+
+    def families(self, value: Any, path: str) -> dict[str, Rule]:
+        defaults = Policy().families
+        t = self.table(value, path, FAMILIES)
+        out = dict(defaults)
+        for fam, body in t.items():
+            if fam not in FAMILIES:
+                continue
+            where = _join(path, fam)
+            rt = self.table(body, where, _RULE_KEYS)
+            upd = self.rule_update(rt, where, defaults[fam].backoff)
+            out[fam] = upd.apply(defaults[fam])
+        return out
+
+    def categories(self, value: Any, path: str) -> dict[str, RuleUpdate]:
+        if not isinstance(value, Mapping):
+            self.problem(path, f"must be a table, not {_kind(value)}")
+            return {}
+        out: dict[str, RuleUpdate] = {}
+        for cat, body in value.items():
+            where = _join(path, cat)
+            if not _CATEGORY_NAME.match(cat):
+                self.problem(where, "a category name is letters, digits, '_', '-' and '.'")
+                continue
+            rt = self.table(body, where, _RULE_KEYS)
+            upd = self.rule_update(rt, where, Backoff())
+            if upd.empty:
+                self.problem(where, "sets nothing (give action, budget or backoff)")
+            out[cat] = upd
+        return out
+
+    def resize(self, value: Any, path: str) -> ResizeRule:
+        t = self.table(value, path, _RESIZE_KEYS)
+        d = ResizeRule()
+        r = ResizeRule(
+            ratio=self.take(t, "ratio", path, d.ratio, _float(1.0, 10.0, open_low=True),
+                            "a number above 1 and at most 10"),
+            min_bump=self.take(t, "min_bump", path, d.min_bump, _memory(allow_zero=True), "a memory quantity"),
+            granularity=self.take(t, "granularity", path, d.granularity, _memory(), "a memory quantity"),
+            max_memory=self.take(t, "max_memory", path, d.max_memory, _memory(), "a memory quantity"),
+            default_memory=self.take(t, "default_memory", path, d.default_memory, _memory(), "a memory quantity"),
+            beyond_top=self.take(t, "beyond_top", path, d.beyond_top, _enum(BeyondTop), "cap or stop"),
+            last_attempt=self.take(t, "last_attempt", path, d.last_attempt, _enum(LastAttempt), "bump or max"),
+            cpu=self.cpu_rule(t["cpu"], _join(path, "cpu")) if "cpu" in t else None,
+            time=self.time_rule(t["time"], _join(path, "time")) if "time" in t else None,
+        )
+        if r.granularity > r.max_memory:
+            self.problem(_join(path, "granularity"), "is larger than max_memory")
+        if r.default_memory is not None and r.default_memory > r.max_memory:
+            self.problem(_join(path, "default_memory"), "is above max_memory")
+        return r
+
+    def cpu_rule(self, value: Any, path: str) -> CpuRule:
+        t = self.table(value, path, _CPU_KEYS)
+        d = CpuRule()
+        r = CpuRule(
+            ratio=self.take(t, "ratio", path, d.ratio, _float(1.0, 10.0, open_low=True),
+                            "a number above 1 and at most 10"),
+            min_bump=self.take(t, "min_bump", path, d.min_bump, _cpu(allow_zero=True), "a CPU quantity"),
+            max_cpus=self.take(t, "max_cpus", path, d.max_cpus, _cpu(), "a CPU quantity"),
+            default=self.take(t, "default", path, d.default, _cpu(), "a CPU quantity"),
+        )
+        if r.default > r.max_cpus:
+            self.problem(_join(path, "default"), "is above max_cpus")
+        return r
+
+    def time_rule(self, value: Any, path: str) -> TimeRule:
+        t = self.table(value, path, _TIME_KEYS)
+        d = TimeRule()
+        r = TimeRule(
+            ratio=self.take(t, "ratio", path, d.ratio, _float(1.0, 10.0, open_low=True),
+                            "a number above 1 and at most 10"),
+            min_bump=self.take(t, "min_bump", path, d.min_bump, parse_duration, "a duration"),
+            max=self.take(t, "max", path, d.max, _duration_min(60.0), "a duration of at least 1m"),
+            default=self.take(t, "default", path, d.default, _duration_min(60.0), "a duration of at least 1m"),
+        )
+        if r.default > r.max:
+            self.problem(_join(path, "default"), "is above max")
+        return r
+
+    def _array(self, value: Any, path: str) -> list[Any]:
+        if isinstance(value, list):
+            return value
+        self.problem(path, f"must be an array of tables ([[{path}]]), not {_kind(value)}")
+        return []
+
+    def runner_classes(self, value: Any, path: str) -> tuple[RunnerClass, ...]:
+        out: list[RunnerClass] = []
+        seen: set[str] = set()
+        prev: tuple[str, int] | None = None
+        for i, body in enumerate(self._array(value, path)):
+            where = f"{path}[{i}]"
+            t = self.table(body, where, _CLASS_KEYS)
+            if not t and not isinstance(body, Mapping):
+                continue
+            ok = True
+            name = self.take(t, "name", where, "", _nonempty_str, "a non-empty string")
+            if "name" not in t:
+                self.problem(where, "needs a name")
+                ok = False
+            elif name in seen:
+                self.problem(_join(where, "name"), f"duplicate runner class {name!r}")
+            seen.add(name)
+            tags = self.take(t, "tags", where, (), _tags, "a non-empty array of non-empty strings")
+            if not tags:
+                if "tags" not in t:
+                    self.problem(where, "needs tags (the runner tags that route a job to this class)")
+                ok = False
+            max_memory = self.take(t, "max_memory", where, 0, _memory(), "a memory quantity")
+            max_cpus = self.take(t, "max_cpus", where, 0.0, _cpu(), "a CPU quantity")
+            for key, v in (("max_memory", max_memory), ("max_cpus", max_cpus)):
+                if key not in t:
+                    self.problem(where, f"needs {key}")
+                if not v:
+                    ok = False
+            rc = RunnerClass(
+                name=name, tags=tags, max_memory=max_memory, max_cpus=max_cpus,
+                max_memory_request=self.take(t, "max_memory_request", where, None, _memory(),
+                                             "a memory quantity"),
+                default_memory=self.take(t, "default_memory", where, None, _memory(), "a memory quantity"),
+                expensive=self.take(t, "expensive", where, False, _bool, "true or false"),
+                placement_only=self.take(t, "placement_only", where, False, _bool, "true or false"),
+                max_concurrent_per_user=self.take(t, "max_concurrent_per_user", where, None, _int(0, 100_000),
+                                                  "an integer from 0 to 100000"),
+                max_concurrent_per_project=self.take(t, "max_concurrent_per_project", where, None,
+                                                     _int(0, 100_000), "an integer from 0 to 100000"),
+            )
+            if ok:
+                for key in ("max_memory_request", "default_memory"):
+                    v = getattr(rc, key)
+                    if v is not None and v > rc.max_memory:
+                        self.problem(_join(where, key), f"is above max_memory of class {name!r}")
+                out.append(rc)
+            if max_memory:
+                if prev is not None and max_memory < prev[1]:
+                    self.problem(_join(where, "max_memory"),
+                                 f"the ladder must be ordered by max_memory: class {name or i!r} has less than "
+                                 f"{prev[0]!r} before it")
+                prev = (name or str(i - 1), max_memory)
+        return tuple(out)
+
+    def placements(self, value: Any, path: str, classes: tuple[RunnerClass, ...]) -> tuple[Placement, ...]:
+        names = [rc.name for rc in classes]
+        out: list[Placement] = []
+        for i, body in enumerate(self._array(value, path)):
+            where = f"{path}[{i}]"
+            t = self.table(body, where, _PLACEMENT_KEYS)
+            project = self.take(t, "project", where, None, _regex, "a regular expression")
+            job = self.take(t, "job", where, None, _regex, "a regular expression")
+            if "project" not in t and "job" not in t:
+                self.problem(where, "needs a project or job pattern (or both)")
+            cls = self.take(t, "runner_class", where, "", _nonempty_str, "a runner class name")
+            if "runner_class" not in t:
+                self.problem(where, "needs runner_class")
+            elif cls and cls not in names:
+                self.problem(_join(where, "runner_class"),
+                             f"no runner class {cls!r}{_hint(cls, names)}" if names else
+                             f"no runner class {cls!r}: [[runner_classes]] is empty")
+            out.append(Placement(runner_class=cls, project=project, job=job))
+        return tuple(out)
+
+    def sources(self, value: Any, path: str) -> dict[str, SourceRule]:
+        t = self.table(value, path, PIPELINE_SOURCES)
+        out: dict[str, SourceRule] = {}
+        for name, body in t.items():
+            if name not in PIPELINE_SOURCES:
+                continue
+            where = _join(path, name)
+            st = self.table(body, where, _SOURCE_KEYS)
+            d = SourceRule()
+            out[name] = SourceRule(
+                budget_factor=self.take(st, "budget_factor", where, d.budget_factor, _float(0.0, 10.0),
+                                        "a number from 0 to 10"),
+                max_budget=self.take(st, "max_budget", where, d.max_budget, _int(0, MAX_BUDGET),
+                                     f"an integer from 0 to {MAX_BUDGET}"),
+                allow_expensive=self.take(st, "allow_expensive", where, d.allow_expensive, _bool,
+                                          "true or false"),
+            )
+        return out
+
+    def overrides(self, value: Any, path: str) -> tuple[Override, ...]:
+        out: list[Override] = []
+        for i, body in enumerate(self._array(value, path)):
+            where = f"{path}[{i}]"
+            t = self.table(body, where, _OVERRIDE_KEYS)
+            fam = self.take(t, "family", where, None, _enum(Family), "a family")
+            ov = Override(
+                project=self.take(t, "project", where, None, _regex, "a regular expression"),
+                job=self.take(t, "job", where, None, _regex, "a regular expression"),
+                ref=self.take(t, "ref", where, None, _regex, "a regular expression"),
+                family=fam,
+                category=self.take(t, "category", where, None, _nonempty_str, "a category name"),
+                update=self.rule_update(t, where, Backoff()),
+                max_memory=self.take(t, "max_memory", where, None, _memory(), "a memory quantity"),
+                dry_run=self.take(t, "dry_run", where, None, _bool, "true or false"),
+            )
+            if isinstance(body, Mapping) and ov.update.empty and ov.max_memory is None and ov.dry_run is None \
+                    and not any(k in t for k in ("action", "budget", "backoff", "max_memory", "dry_run")):
+                self.problem(where, "changes nothing (give action, budget, backoff, max_memory or dry_run)")
+            out.append(ov)
+        return tuple(out)
+
+    def prediction(self, value: Any, path: str) -> dict[str, Any]:
+        """The ``[prediction]`` table belongs to the predictor: validated by it, kept as written."""
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.problem(path, f"must be a table, not {_kind(value)}")
+            return {}
+        try:
+            from retry_bot.predict.settings import parse_prediction_settings
+        except ImportError:  # the predictor is optional for the policy's own checks
+            return dict(value)
+        try:
+            _, found = parse_prediction_settings(value, path, None)
+        except Exception as exc:  # a bug there must not hide the policy's own problems
+            self.problem(path, f"cannot be checked: {exc}")
+            return dict(value)
+        for pr in found:
+            self.problem(pr.path or path, pr.message)
+        return dict(value)
+
+    # ---------------------------------------------------------------- whole-policy checks
+
+    def cross_checks(self, p: Policy) -> None:
+        """Checks across sections, skipped where a value involved already has a problem."""
+        bad = {pr.path for pr in self.problems}
+        timeout = p.families[Family.TIMEOUT.value]
+        uses_timeout_resize = timeout.action == Action.RESIZE or any(
+            ov.update.action == Action.RESIZE and ov.family == Family.TIMEOUT for ov in p.overrides)
+        if uses_timeout_resize and p.resize.cpu is None and p.resize.time is None:
+            self.problem("families.timeout.action",
+                         "resize on a timeout needs [resize.cpu] or [resize.time] (memory does not fix a timeout)")
+        if p.resize.cpu is not None and p.runner_classes and "resize.cpu.default" not in bad:
+            top = max(rc.max_cpus for rc in p.runner_classes)
+            if p.resize.cpu.default > top:
+                self.problem("resize.cpu.default", "is above every runner class's max_cpus")
+
+
+# --------------------------------------------------------------------------- converters
+
+
+class _Bad(ValueError):
+    """A conversion error whose message is shown as is."""
+
+
+def _kind(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+            dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _hint(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise _Bad(f"must be true or false, not {_kind(v)}")
+    return v
+
+
+def _int(lo: int, hi: int) -> Callable[[Any], int]:
+    def conv(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise _Bad(f"must be an integer from {lo} to {hi}, not {_kind(v)}")
+        if not lo <= v <= hi:
+            raise _Bad(f"{v} is out of range (must be from {lo} to {hi})")
+        return v
+    return conv
+
+
+def _float(lo: float, hi: float, open_low: bool = False) -> Callable[[Any], float]:
+    def conv(v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise _Bad(f"must be a number, not {_kind(v)}")
+        if (v <= lo if open_low else v < lo) or v > hi:
+            low = f"above {lo:g}" if open_low else f"at least {lo:g}"
+            raise _Bad(f"{v:g} is out of range (must be {low} and at most {hi:g})")
+        return float(v)
+    return conv
+
+
+def _memory(allow_zero: bool = False) -> Callable[[Any], int]:
+    def conv(v: Any) -> int:
+        if allow_zero and (v == 0 or v == "0") and not isinstance(v, bool):
+            return 0
+        if isinstance(v, float):
+            raise _Bad(f"{v!r}: write memory as a quantity string (\"4Gi\", \"500M\") or whole bytes")
+        return parse_memory(v)
+    return conv
+
+
+def _cpu(allow_zero: bool = False) -> Callable[[Any], float]:
+    def conv(v: Any) -> float:
+        if allow_zero and (v == 0 or v == "0") and not isinstance(v, bool):
+            return 0.0
+        return parse_cpu(v)
+    return conv
+
+
+def _duration_max(hi: float) -> Callable[[Any], float]:
+    def conv(v: Any) -> float:
+        s = parse_duration(v)
+        if s > hi:
+            raise _Bad(f"{v!r} is too long (at most {hi:g} seconds)")
+        return s
+    return conv
+
+
+def _duration_min(lo: float) -> Callable[[Any], float]:
+    def conv(v: Any) -> float:
+        s = parse_duration(v)
+        if s < lo:
+            raise _Bad(f"{v!r} is too short (at least {lo:g} seconds)")
+        return s
+    return conv
+
+
+def _enum(cls: type) -> Callable[[Any], Any]:
+    values = [m.value for m in cls]
+
+    def conv(v: Any) -> Any:
+        if not isinstance(v, str) or v not in values:
+            raise _Bad(f"{v!r} is not one of {', '.join(values)}{_hint(str(v), values)}")
+        return cls(v)
+    return conv
+
+
+def _env_name(v: Any) -> str:
+    if not isinstance(v, str) or (v and not _ENV_NAME.match(v)):
+        raise _Bad(f"{v!r} is not a variable name (letters, digits, '_'; \"\" for none)")
+    return v
+
+
+def _nonempty_str(v: Any) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise _Bad(f"must be a non-empty string, not {v!r}")
+    return v
+
+
+def _tags(v: Any) -> tuple[str, ...]:
+    if not isinstance(v, list) or not v:
+        raise _Bad("must be a non-empty array of tags")
+    if not all(isinstance(x, str) and x.strip() for x in v):
+        raise _Bad("every tag must be a non-empty string")
+    return tuple(v)
+
+
+def _regex(v: Any) -> re.Pattern[str]:
+    if not isinstance(v, str):
+        raise _Bad(f"must be a regular expression string, not {_kind(v)}")
+    try:
+        return re.compile(v)
+    except re.error as exc:
+        raise _Bad(f"{v!r} is not a valid regular expression: {exc}") from None
+
