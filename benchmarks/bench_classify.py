@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Classifier throughput on 256 KiB trace tails, and the CLI on a 100 MB binary trace.
+
+Prints numbers; asserts nothing.  Usage::
+
+    .venv/bin/python benchmarks/bench_classify.py [--seconds 3] [--processes 2]
+
+Workloads (each trace is exactly 256 KiB, the tail the bot reads):
+
+* ``realistic``: each real excerpt of ``tests/data/joblogs/cases.toml`` at the end of ~256 KiB of
+  synthetic build output (coloured CMake progress, compiler warnings, passing tests, GitLab section
+  markers, a few carriage-return progress bars);
+* ``no-match``: the same build output ending in a plain ``exit code 1`` (every stage scans its whole
+  window: the slowest ordinary case);
+* ``binary``: random bytes;
+* ``needle-storm``: 256 KiB made of words the rules look for ("error", "Killed", "failed", "timeout")
+  that never form a match (adversarial for the literal pre-filter).
+
+Throughput is CPU-bound and single-threaded; ``--processes N`` also runs N worker processes (the
+bot can classify jobs in parallel).  The machine is shared, so numbers vary run to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from retry_bot.classify import classify, load_taxonomy  # noqa: E402
+from retry_bot.model import JobFacts  # noqa: E402
+
+TAIL = 256 * 1024
+
+
+def build_output(rng: random.Random, size: int) -> bytes:
+    lines: list[bytes] = []
+    total = 0
+    i = 0
+    while total < size:
+        i += 1
+        k = rng.randrange(10)
+        if k < 4:
+            ln = f"\x1b[32m[{i % 100:3d}%] Building CXX object src/mod{i % 37}/CMakeFiles/m.dir/file{i}.cpp.o\x1b[0m"
+        elif k < 6:
+            ln = (f"/builds/g/p/src/mod{i % 37}/file{i}.cpp:{i % 900}:{i % 80}: warning: unused variable "
+                  f"'tmp{i}' [-Wunused-variable]")
+        elif k == 6:
+            ln = f"tests/test_mod{i % 50}.py::test_case_{i} PASSED                         [{i % 100:3d}%]"
+        elif k == 7:
+            ln = f"section_start:{1700000000 + i}:step_{i}\r\x1b[0K\x1b[36;1m$ make -j8 target{i}\x1b[0;m"
+        elif k == 8:
+            ln = f"Downloading dependency {i}: 10%\r  45%\r  100%"
+        else:
+            ln = f"  {i} | static int helper_{i}(int a, int b) {{ return a * b + {i}; }}"
+        b = ln.encode() + b"\n"
+        lines.append(b)
+        total += len(b)
+    return b"".join(lines)
+
+
+def workloads(rng: random.Random) -> dict[str, list[tuple[JobFacts, bytes]]]:
+    cases = tomllib.loads((ROOT / "tests/data/joblogs/cases.toml").read_text("utf-8"))["case"]
+    base = build_output(rng, TAIL + 4096)
+    realistic = []
+    for c in cases:
+        ex = c["excerpt"].encode()
+        trace = (base + ex)[-TAIL:]
+        realistic.append((JobFacts(job_id=1, name=c["id"], failure_reason=c.get("failure_reason"),
+                                   exit_code=c.get("exit_code"), status=c.get("status", "failed")), trace))
+    no_match = (base + b"\nERROR: Job failed: exit code 1\n")[-TAIL:]
+    words = [b"error", b"Killed", b"failed", b"timeout", b"FAIL", b"memory", b"denied", b"refused", b"x509"]
+    storm = b" ".join(rng.choice(words) + b"-" + str(i).encode() for i in range(60000))
+    return {
+        "realistic": realistic,
+        "no-match": [(JobFacts(job_id=1, name="n", failure_reason="script_failure", exit_code=1), no_match)],
+        "binary": [(JobFacts(job_id=1, name="b"), rng.randbytes(TAIL))],
+        "needle-storm": [(JobFacts(job_id=1, name="s"), (storm + b"\n")[-TAIL:])],
+    }
+
+
+def rate(items, taxonomy, seconds: float) -> tuple[float, int]:
+    n = 0
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    while time.perf_counter() - t0 < seconds:
+        for facts, trace in items:
+            classify(facts, trace, taxonomy)
+            n += 1
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    return n / wall, int(n / cpu) if cpu else 0
+
+
+def _worker(args):
+    seconds, seed = args
+    tax = load_taxonomy()
+    items = workloads(random.Random(seed))["realistic"]
+    n = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for facts, trace in items:
+            classify(facts, trace, tax)
+            n += 1
+    return n
+
+
+def bench_cli(tmp: Path) -> None:
+    big = tmp / "big.log"
+    with open(big, "wb") as fh:
+        fh.write(os.urandom(1 << 20))
+        fh.truncate(100 * 2**20)
+        fh.seek(0, os.SEEK_END)
+        fh.write(os.urandom(300_000) + b"\nERROR: Job failed: exit code 137\n")
+    cmd = [sys.executable, "-m", "retry_bot", "--log-format", "json", "classify", "--trace", str(big),
+           "--format", "json"]
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    dt = time.perf_counter() - t0
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(f"cli 100 MB binary trace: exit {out.returncode}, {dt:.2f} s wall (process start + imports "
+          f"included), peak RSS {peak_kib / 1024:.1f} MiB; verdict: "
+          f"{out.stdout.split(chr(34) + 'category' + chr(34))[1].split(',')[0].strip(': ') if 'category' in out.stdout else out.stderr[-200:]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--processes", type=int, default=2)
+    args = ap.parse_args()
+    rng = random.Random(20261121)
+    tax = load_taxonomy()
+    wl = workloads(rng)
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(f"tail size {TAIL} bytes; {len(tax.rules)} rules; {len(wl['realistic'])} realistic traces")
+    with tempfile.TemporaryDirectory() as tmp:
+        bench_cli(Path(tmp))
+    for name, items in wl.items():
+        r, cpu_rate = rate(items, tax, args.seconds)
+        print(f"{name:>13}: {r:8.0f} jobs/s wall, {cpu_rate:8d} jobs/s per CPU-second "
+              f"({1000 / r:.2f} ms/job)")
+    if args.processes > 1:
+        t0 = time.perf_counter()
+        with mp.Pool(args.processes) as pool:
+            counts = pool.map(_worker, [(args.seconds, i) for i in range(args.processes)])
+        dt = time.perf_counter() - t0
+        print(f"realistic x{args.processes} processes: {sum(counts) / args.seconds:8.0f} jobs/s "
+              f"(aggregate; {dt:.1f} s incl. start-up)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""The classifier: job facts + trace tail + verified usage record -> :class:`Classification`.
+
+Pure: no I/O, no clock, no logging.  Stages are evaluated in the taxonomy's
+precedence order; the first stage with a matching rule decides.  Within a
+stage, ``resolve = "first"`` takes the first matching rule by priority and
+``resolve = "last"`` takes the rule whose trace match is latest (the line
+nearest to the failure), ties broken by priority.  When nothing matches, the
+taxonomy's fallback category is returned with ``confidence = "weak"``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from retry_bot.classify.taxonomy import Rule, Taxonomy
+from retry_bot.classify.trace import DEFAULT_TAIL_BYTES, TraceText
+from retry_bot.model import Classification, JobFacts
+from runner_wrapper.quantity import human_bytes
+from runner_wrapper.record import UsageRecord
+
+__all__ = ["classify", "effective_exit_code"]
+
+# "ERROR: Job failed: exit code 137", "ERROR: Job failed: exit status 1",
+# "command terminated with exit code 137", "... exit code: 137, reason: 'OOMKilled'"
+_EXIT_RE = re.compile(rb"(?:Job failed|command terminated|exited)[^\n]{0,200}?exit (?:code|status):? ?(-?[0-9]{1,3})\b")
+_EXIT_NEEDLES = (b"exit code", b"exit status")
+#: The runner prints the exit code in the last lines; look no further back than this.
+_EXIT_SCAN_BYTES = 64 * 1024
+#: Windows (from the end) searched in turn by ``resolve = "last"`` stages.
+_FIRST_WINDOW = 8 * 1024
+_WINDOW_GROWTH = 4
+_OVERLAP = 512
+
+
+@dataclass(frozen=True)
+class _Hit:
+    rule: Rule
+    pos: int
+    evidence: tuple[str, ...]
+
+
+class _Context:
+    __slots__ = ("facts", "trace", "record", "notes", "reason", "status", "_exit", "_exit_src")
+
+    def __init__(self, facts: JobFacts, trace: TraceText, record: UsageRecord | None):
+        self.facts = facts
+        self.trace = trace
+        self.notes: list[str] = []
+        if record is not None and facts.job_id and record.job.id and record.job.id != facts.job_id:
+            self.notes.append(f"usage record ignored: it is for job {record.job.id}, not {facts.job_id}")
+            record = None
+        self.record = record
+        self.reason = (facts.failure_reason or "").strip().lower() or None
+        self.status = (facts.status or "").strip().lower() or None
+        self._exit: int | None = None
+        self._exit_src: str | None = None
+
+    def exit_code(self) -> tuple[int | None, str | None]:
+        if self._exit_src is None:
+            code, src = effective_exit_code(self.facts, self.trace, self.record)
+            self._exit, self._exit_src = code, src or ""
+        return self._exit, self._exit_src or None
+
+
+def effective_exit_code(facts: JobFacts, trace: TraceText, record: UsageRecord | None) -> tuple[int | None, str | None]:
+    """The job's exit code and where it came from: GitLab, the usage record, or the runner's last line."""
+    if facts.exit_code is not None:
+        return facts.exit_code, "GitLab exit code"
+    if record is not None and record.exit_code is not None:
+        return record.exit_code, "usage record exit code"
+    lo = max(0, len(trace.raw) - _EXIT_SCAN_BYTES)
+    hit = trace.last_match(_EXIT_RE, _EXIT_NEEDLES, False, lo=lo)
+    if hit is not None:
+        try:
+            return int(hit[1].group(1)), f"runner message: {trace.evidence(*hit)}"
+        except ValueError:  # pragma: no cover - the regex only captures digits
+            return None, None
+    return None, None
+
+
+def _record_evidence(rec: UsageRecord) -> str:
+    u, lim = rec.usage, rec.limits
+    parts = [f"oom_kills={u.oom_kills}"]
+    if u.memory_peak_bytes is not None:
+        peak = f"memory peak {human_bytes(u.memory_peak_bytes)}"
+        if lim.memory_limit_bytes:
+            peak += f" of limit {human_bytes(lim.memory_limit_bytes)}"
+        parts.append(peak)
+    if u.memory_failcnt:
+        parts.append(f"failcnt={u.memory_failcnt}")
+    if rec.exit_code is not None:
+        parts.append(f"exit code {rec.exit_code}")
+    parts.append(f"backend {rec.host.backend}{' (approximate)' if rec.host.approximate else ''}")
+    return "verified usage record: " + ", ".join(parts)
+
+
+def _match(rule: Rule, ctx: _Context, after: int = -1, lo: int = 0, hi: int | None = None,
+           word_filter: bool = False) -> _Hit | None:
+    """Does every condition of ``rule`` hold?  Cheap conditions first, the trace last.
+
+    Trace patterns are searched in ``[lo, hi)`` on lines starting after ``after``.
+    """
+    ev: list[str] = []
+    f = ctx.facts
+    if rule.statuses is not None:
+        if ctx.status not in rule.statuses:
+            return None
+        ev.append(f"job status {ctx.status}")
+    if rule.failure_reasons is not None:
+        if ctx.reason not in rule.failure_reasons:
+            return None
+        ev.append(f"failure_reason={ctx.reason}")
+    if rule.job_name is not None and not rule.job_name.search(f.name or ""):
+        return None
+    if rule.job_stage is not None and not rule.job_stage.search(f.stage or ""):
+        return None
+    if rule.record is not None:
+        rec = ctx.record
+        if rec is None:
+            return None
+        c = rule.record
+        kills = rec.usage.oom_kills
+        if c.oom_kills_at_least is not None and kills < c.oom_kills_at_least:
+            return None
+        if c.oom_kills_at_most is not None and kills > c.oom_kills_at_most:
+            return None
+        if c.peak_to_limit_at_least is not None:
+            peak, limit = rec.usage.memory_peak_bytes, rec.limits.memory_limit_bytes
+            if not peak or not limit or peak / limit < c.peak_to_limit_at_least:
+                return None
+        ev.append(_record_evidence(rec))
+    if rule.exit_codes is not None:
+        code, src = ctx.exit_code()
+        if code is None or code not in rule.exit_codes:
+            return None
+        ev.append(f"exit code {code} ({src})")
+    pos = -1
+    if rule.patterns:
+        best: tuple[int, re.Match[bytes]] | None = None
+        for p in rule.patterns:
+            hit = ctx.trace.last_match(p.regex, p.needles, p.ignore_case, lo=lo, hi=hi,
+                                       after=max(after, best[0] if best is not None else -1),
+                                       anchors=p.anchors if word_filter else ())
+            if hit is not None and (best is None or hit[0] > best[0]):
+                best = hit
+        if best is None:
+            return None
+        # hits are compared by line: the latest line wins; on one line, the rule with priority
+        pos = best[0]
+        ev.append(ctx.trace.evidence(*best))
+    return _Hit(rule, pos, tuple(ev))
+
+
+def _resolve_first(rules: tuple[Rule, ...], ctx: _Context, lo: int) -> _Hit | None:
+    for rule in rules:
+        hit = _match(rule, ctx, lo=lo)
+        if hit is not None:
+            return hit
+    return None
+
+
+def _resolve_last(rules: tuple[Rule, ...], ctx: _Context, lo: int, word_filter: bool = False) -> _Hit | None:
+    """The rule matching the latest line; windows grow from the end, which is exact:
+    a match in a later window always beats anything before it."""
+    text_rules = [r for r in rules if r.patterns]
+    if text_rules:
+        hi = len(ctx.trace.raw)
+        size = _FIRST_WINDOW
+        while True:
+            wlo = max(lo, hi - size)
+            chosen: _Hit | None = None
+            for rule in text_rules:
+                hit = _match(rule, ctx, chosen.pos if chosen is not None else -1, wlo, hi, word_filter)
+                if hit is not None and (chosen is None or hit.pos > chosen.pos):
+                    chosen = hit
+            if chosen is not None:
+                return chosen
+            if wlo <= lo:
+                break
+            hi = min(len(ctx.trace.raw), wlo + _OVERLAP)
+            size *= _WINDOW_GROWTH
+    return _resolve_first(tuple(r for r in rules if not r.patterns), ctx, lo)
+
+
+def classify(facts: JobFacts, trace_tail: bytes, taxonomy: Taxonomy,
+             record: UsageRecord | None = None) -> Classification:
+    """Classify one failed (or canceled) job.
+
+    ``trace_tail`` is the end of the raw trace (at most 256 KiB are used; use
+    :func:`~retry_bot.classify.read_trace_tail` to get it); ``record`` is a
+    usage record whose signature was already verified (see
+    :func:`~retry_bot.classify.extract_verified_record`); it is ignored when it
+    names another job.  Never raises on any bytes.
+    """
+    if isinstance(trace_tail, str):  # tolerate decoded traces
+        trace_tail = trace_tail.encode("utf-8", "replace")
+    raw = bytes(trace_tail or b"")[-DEFAULT_TAIL_BYTES:]
+    ctx = _Context(facts, TraceText(raw), record)
+    n = len(raw)
+    for stage in taxonomy.stages:
+        rules = taxonomy.rules_by_stage.get(stage.name, ())
+        if not rules:
+            continue
+        lo = max(0, n - stage.scan_bytes) if stage.scan_bytes else 0
+        if stage.resolve == "first":
+            chosen = _resolve_first(rules, ctx, lo)
+        else:
+            chosen = _resolve_last(rules, ctx, lo, stage.word_filter)
+        if chosen is not None:
+            r = chosen.rule
+            return Classification(
+                category=r.category, family=r.family, rule=r.name,
+                evidence=chosen.evidence + tuple(ctx.notes), confidence=r.confidence,
+            )
+    return Classification(
+        category=taxonomy.fallback_category, family=taxonomy.fallback_family, rule="fallback",
+        evidence=("no rule matched",) + tuple(ctx.notes), confidence="weak",
+    )

@@ -1,0 +1,34 @@
+"""Shared helpers for the classifier tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from retry_bot.classify import load_taxonomy
+from retry_bot.model import JobFacts
+from runner_wrapper.record import AppliedLimits, HostInfo, JobIdentity, Usage, UsageRecord
+
+KEY = b"s" * 32
+
+
+@pytest.fixture(scope="session")
+def taxonomy():
+    return load_taxonomy()
+
+
+def facts(**kw) -> JobFacts:
+    kw.setdefault("job_id", 42)
+    kw.setdefault("name", "build")
+    return JobFacts(**kw)
+
+
+def usage_record(job_id: int = 42, oom_kills: int = 0, exit_code: int | None = None,
+                 peak: int = 900 * 2**20, limit: int = 1024 * 2**20) -> UsageRecord:
+    return UsageRecord(
+        job=JobIdentity(id=job_id, name="build"),
+        host=HostInfo(hostname="h1", backend="cgroup-v2"),
+        limits=AppliedLimits(memory_limit_bytes=limit),
+        usage=Usage(wall_seconds=10.0, memory_peak_bytes=peak, oom_kills=oom_kills),
+        started_at="2026-01-01T00:00:00Z", finished_at="2026-01-01T00:00:10Z",
+        exit_code=exit_code,
+    )
