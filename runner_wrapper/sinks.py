@@ -1,0 +1,149 @@
+"""Where a usage record goes.
+
+- the **job log**: one marker line (``RIGHTSIZER-USAGE v1 <base64 JSON>``, <= 4 KiB)
+  printed by ``run`` (``cleanup`` output never reaches the job log);
+- an append-only **spool** file (JSON Lines, ``fsync``-ed): every record, always,
+  so nothing is lost when the collector is down;
+- an HTTP **collector** (``POST`` JSON, bearer token from an environment variable,
+  tenacity retries with exponential back-off);
+- a Prometheus **node_exporter textfile** (written to a temporary file, then renamed).
+
+Records are signed (HMAC-SHA256, :mod:`runner_wrapper.record`) when a key is
+configured; otherwise they are emitted unsigned and the retry bot ignores them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Mapping
+
+__all__ = ["say", "marker_line", "signed_dict", "append_spool", "post_collector", "write_textfile",
+           "CollectorError"]
+
+PREFIX = "runner-wrapper: "
+
+
+def say(message: str, stream: Any = None) -> None:
+    """One line for the job log (``run``/``prepare`` stdout is the job log)."""
+    out = stream or sys.stdout
+    out.write(PREFIX + message + "\n")
+    out.flush()
+
+
+def signed_dict(data: Mapping[str, Any], key: bytes | None, key_id: str) -> dict[str, Any]:
+    from runner_wrapper.record import sign_record
+
+    return sign_record(data, key, key_id) if key else dict(data)
+
+
+def marker_line(data: Mapping[str, Any], key: bytes | None, key_id: str) -> str:
+    """The job-log marker; unsigned (same framing, no ``signature``) when there is no key."""
+    import base64
+
+    from runner_wrapper.record import MARKER_MAX_BYTES, MARKER_PREFIX, encode_marker
+
+    if key:
+        return encode_marker(data, key, key_id)
+    for candidate in (dict(data), {**data, "stages": [], "stages_truncated": True}):
+        body = json.dumps(candidate, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        line = MARKER_PREFIX + base64.urlsafe_b64encode(body.encode()).decode("ascii")
+        if len(line) + 1 <= MARKER_MAX_BYTES:
+            return line
+    raise ValueError("usage record does not fit in a 4 KiB marker")
+
+
+def append_spool(path: str, data: Mapping[str, Any]) -> None:
+    """Append one JSON line and ``fsync`` it (and the directory when the file is new)."""
+    line = (json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n").encode()
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    new = not os.path.exists(path)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if new:
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+class CollectorError(RuntimeError):
+    """The collector did not accept the record (after all retries)."""
+
+
+def post_collector(url: str, data: Mapping[str, Any], token: str | None, timeout: float, attempts: int,
+                   wait_initial: float = 0.5, wait_max: float = 4.0) -> int:
+    """POST the record as JSON; retries connection errors and 5xx/429.  Returns the HTTP status.
+
+    Raises :class:`CollectorError` after the last attempt (the record is already in the spool).
+    """
+    import urllib.error
+    import urllib.request
+
+    from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+    body = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    headers = {"Content-Type": "application/json", "User-Agent": "runner-wrapper"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+
+    class _Retryable(Exception):
+        pass
+
+    @retry(stop=stop_after_attempt(max(1, attempts)), wait=wait_exponential(multiplier=wait_initial, max=wait_max),
+           retry=retry_if_exception_type(_Retryable), reraise=True)
+    def _send() -> int:
+        req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.status
+        except urllib.error.HTTPError as exc:
+            if exc.code >= 500 or exc.code == 429:
+                raise _Retryable(f"HTTP {exc.code}") from None
+            raise CollectorError(f"collector refused the record: HTTP {exc.code}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise _Retryable(str(getattr(exc, "reason", exc))) from None
+
+    try:
+        return _send()
+    except _Retryable as exc:
+        raise CollectorError(f"collector unreachable after {attempts} attempt(s): {exc}") from None
+
+
+def write_textfile(path: str, record: Mapping[str, Any]) -> None:
+    """node_exporter textfile with the last job's figures (atomic: temp file + rename)."""
+    from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+
+    reg = CollectorRegistry()
+    job = record.get("job") or {}
+    usage = record.get("usage") or {}
+    limits = record.get("limits") or {}
+    labels = {"project": str(job.get("project_path") or ""), "job_name": str(job.get("name") or "")}
+    names = list(labels)
+
+    def g(name: str, doc: str, value: Any) -> None:
+        if value is None:
+            return
+        Gauge(name, doc, names, registry=reg).labels(**labels).set(float(value))
+
+    g("rightsizer_last_job_id", "GitLab job id of the last finished job", job.get("id"))
+    g("rightsizer_last_job_memory_peak_bytes", "Memory high-water mark of the last job", usage.get("memory_peak_bytes"))
+    g("rightsizer_last_job_memory_mean_bytes", "Mean memory of the last job", usage.get("memory_mean_bytes"))
+    g("rightsizer_last_job_memory_limit_bytes", "Memory limit applied to the last job",
+      limits.get("memory_limit_bytes"))
+    g("rightsizer_last_job_cpu_seconds", "CPU seconds (user+system) of the last job",
+      (usage.get("cpu_user_seconds") or 0) + (usage.get("cpu_system_seconds") or 0))
+    g("rightsizer_last_job_cpu_max_cores", "Busiest sampled interval of the last job, in cores",
+      usage.get("cpu_max_cores"))
+    g("rightsizer_last_job_wall_seconds", "Wall time of the last job", usage.get("wall_seconds"))
+    g("rightsizer_last_job_oom_kills", "OOM kills in the last job", usage.get("oom_kills"))
+    g("rightsizer_last_job_exit_code", "Exit code of the last job", record.get("exit_code"))
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    write_to_textfile(path, reg)

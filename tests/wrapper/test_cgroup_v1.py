@@ -1,0 +1,179 @@
+"""Real cgroup v1 measurements on this host (memory + cpu + cpuacct hierarchies).
+
+Each test gets its own parent cgroup (``rightsizer-test-<pid>-<n>``) that the
+``cg_parent`` fixture removes afterwards; without root or a writable v1 memory
+hierarchy they skip with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from runner_wrapper.cgroup.v1 import V1Backend
+from runner_wrapper.executor import run_in_group
+from runner_wrapper.record import find_markers, verify_record
+
+from .conftest import V1_ROOT, make_payload, write_config
+from .driver import job_dir
+
+pytestmark = pytest.mark.cgroup
+MiB = 2**20
+KEY = b"sig-key-for-tests"
+
+ALLOC = ("import sys, time; n=int(sys.argv[1]); hold=float(sys.argv[2]); "
+         "b=bytearray(n*2**20); b[::4096]=b'x'*len(b[::4096]); time.sleep(hold); del b; "
+         "time.sleep(float(sys.argv[3]))")
+
+
+def _group(parent: str, rel: str = "g"):
+    b = V1Backend(V1_ROOT, parent)
+    g = b.group(rel)
+    g.create()
+    return g
+
+
+def test_oom_is_reported_as_137_with_the_build_failure_code(tmp_path, cg_parent):
+    cfg = write_config(tmp_path, cg_parent)
+    jd = job_dir(tmp_path, cfg, make_payload(501, variables={"KUBERNETES_MEMORY_LIMIT": "96Mi"}))
+    assert jd.call("prepare").returncode == 0
+    script = jd.script("s.sh", f"echo before\n{sys.executable} -c \"{ALLOC}\" 300 0 0\necho not-reached")
+    p = jd.call("run", str(script), "build_script")
+    out = p.stdout.decode()
+    assert p.returncode == 7, out  # BUILD_FAILURE_EXIT_CODE from the environment
+    assert jd.exit_code_file.read_text().strip() == "137"
+    assert "before" in out and "not-reached" not in out
+    oom_line = [ln for ln in out.splitlines() if "OOM:" in ln]
+    assert oom_line and oom_line[0].startswith(
+        "runner-wrapper: OOM: the build was killed at its memory limit of 96.0 MiB (peak ")
+    assert "1 process killed)" in oom_line[0]
+    rec = verify_record(find_markers(p.stdout)[-1], {"default": KEY})
+    assert rec.usage.oom_kills == 1 and rec.exit_code == 137 and rec.oom_killed
+    assert rec.limits.memory_limit_bytes == 96 * MiB
+    assert 88 * MiB <= rec.usage.memory_peak_bytes <= 96 * MiB
+    assert jd.call("cleanup").returncode == 0
+    assert not os.path.exists(os.path.join(V1_ROOT, "memory", cg_parent, "job-501"))
+
+
+def test_oom_of_a_child_the_script_survives_keeps_success_with_a_warning(tmp_path, cg_parent):
+    cfg = write_config(tmp_path, cg_parent)
+    jd = job_dir(tmp_path, cfg, make_payload(504, variables={"KUBERNETES_MEMORY_LIMIT": "96Mi"}))
+    script = jd.script("s.sh", f"{sys.executable} -c \"{ALLOC}\" 300 0 0 || echo retrying with less")
+    p = jd.call("run", str(script), "build_script")
+    out = p.stdout.decode()
+    assert p.returncode == 0 and not jd.exit_code_file.exists(), out
+    assert "WARNING: OOM: 1 process killed at the memory limit of 96.0 MiB" in out
+    rec = verify_record(find_markers(p.stdout)[-1], {"default": KEY})
+    assert rec.usage.oom_kills == 1 and rec.exit_code == 0  # kernel evidence kept for the bot
+    jd.call("cleanup")
+
+
+def test_peak_of_n_mib_matches_the_kernel_counter(cg_parent):
+    g = _group(cg_parent)
+    ex, counters, sampled, _l, _s = run_in_group([sys.executable, "-c", ALLOC, "150", "0.1", "0"], g,
+                                                 dict(os.environ), 0.05)
+    kernel = int(open(os.path.join(V1_ROOT, "memory", cg_parent, "g", "memory.max_usage_in_bytes")).read())
+    assert ex.code == 0
+    assert counters.memory_peak_bytes == kernel
+    assert 150 * MiB <= kernel <= 150 * MiB + 40 * MiB  # the interpreter itself adds ~10-20 MiB
+    g.remove()
+
+
+def test_a_200ms_spike_of_500_mib_is_caught(cg_parent):
+    g = _group(cg_parent)
+    ex, counters, sampled, _l, _s = run_in_group([sys.executable, "-c", ALLOC, "500", "0.2", "0.6"], g,
+                                                 dict(os.environ), 0.5)
+    assert ex.code == 0
+    assert counters.memory_peak_bytes >= 500 * MiB
+    # The sampler alone (0.5 s interval) would very likely have missed it; the kernel did not.
+    assert sampled.memory_mean_bytes < 500 * MiB
+    g.remove()
+
+
+def test_busy_loop_cpu_seconds_within_5_percent(cg_parent):
+    g = _group(cg_parent)
+    busy = "import time\nt=time.process_time()\nwhile time.process_time()-t<1.5: pass"
+    ex, counters, sampled, _l, _s = run_in_group([sys.executable, "-c", busy], g, dict(os.environ), 0.1)
+    rusage = ex.user_seconds + ex.system_seconds  # the kernel's per-process accounting, independent
+    assert counters.cpu_seconds >= 1.5
+    assert abs(counters.cpu_seconds - rusage) / rusage < 0.05
+    # One single-threaded loop: never more than one core (the host is shared, so it may get less).
+    assert sampled.cpu_max_cores is not None and sampled.cpu_mean_cores <= sampled.cpu_max_cores <= 1.2
+    g.remove()
+
+
+def test_cpu_limit_is_enforced(cg_parent):
+    g = _group(cg_parent)
+    assert "cpu.cfs_quota_us=50000 cpu.cfs_period_us=100000" in g.apply_limits(None, 0.5)
+    busy = "import time\nt=time.time()\nwhile time.time()-t<1.0: pass"
+    ex, counters, _s, _l, _g = run_in_group([sys.executable, "-c", busy], g, dict(os.environ), 0.1)
+    assert 0.35 <= counters.cpu_seconds <= 0.65
+    g.remove()
+
+
+def test_sigterm_kills_the_whole_cgroup_including_setsid_escapees(tmp_path, cg_parent):
+    cfg = write_config(tmp_path, cg_parent)
+    jd = job_dir(tmp_path, cfg, make_payload(502))
+    pidfile = tmp_path / "pids"
+    script = jd.script("s.sh", f"""
+for i in 1 2 3; do setsid sleep 300 & echo $! >> {pidfile}; done
+setsid bash -c 'sleep 300 & echo $! >> {pidfile}; wait' &
+echo started
+sleep 300
+""")
+    proc = jd.popen("run", str(script), "build_script")
+    deadline = time.time() + 20
+    while time.time() < deadline and (not pidfile.exists() or len(pidfile.read_text().split()) < 4):
+        time.sleep(0.05)
+    pids = [int(x) for x in pidfile.read_text().split()]
+    assert len(pids) == 4 and all(os.path.exists(f"/proc/{p}") for p in pids)
+    os.killpg(proc.pid, signal.SIGTERM)  # what GitLab Runner does on cancel / timeout (§1.7)
+    out, _ = proc.communicate(timeout=20)
+    text = out.decode()
+    time.sleep(0.1)
+    alive = [p for p in pids if os.path.exists(f"/proc/{p}") and
+             open(f"/proc/{p}/stat").read().split(")")[1].split()[0] != "Z"]
+    assert alive == [], text
+    assert "received SIGTERM: killed every process in the stage's cgroup" in text
+    assert not os.path.exists(os.path.join(V1_ROOT, "memory", cg_parent, "job-502", "build_script-1"))
+    rec = verify_record(find_markers(out)[-1], {"default": KEY})
+    assert rec.stages[-1].name == "build_script" and rec.stages[-1].exit_code != 0
+    assert jd.call("cleanup").returncode == 0
+
+
+def test_stale_job_cgroups_are_reaped_by_config(tmp_path, cg_parent):
+    import subprocess
+
+    from runner_wrapper.state import JobState, process_start_ticks
+
+    cfg = write_config(tmp_path, cg_parent).read_text().replace("stale_after_seconds = 3600",
+                                                                "stale_after_seconds = 60")
+    (tmp_path / "wrapper.toml").write_text(cfg)
+    b = V1Backend(V1_ROOT, cg_parent)
+    crashed, live = b.group("job-900"), b.group("job-901")
+    crashed.create()
+    live.create()
+    sleeper = subprocess.Popen(["sleep", "300"])
+    crashed.add_pid(sleeper.pid)
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    old = time.time() - 7200
+    # A crashed job: its driver (pid 999999 with another start time) is gone and it has been idle for 2 h.
+    (state_dir / "job-900.json").write_text(
+        JobState(900, "cgroup-v1", "x", old, driver={"pid": 999999, "start": 1}, updated_epoch=old).to_json())
+    os.utime(crashed.dirs["memory"], (old, old))
+    # A long-running stage: idle-looking, but its driver (this test process) is alive.
+    (state_dir / "job-901.json").write_text(JobState(
+        901, "cgroup-v1", "x", old, driver={"pid": os.getpid(), "start": process_start_ticks(os.getpid())},
+        updated_epoch=old).to_json())
+    os.utime(live.dirs["memory"], (old, old))
+    jd = job_dir(tmp_path, tmp_path / "wrapper.toml", make_payload(503))
+    p = jd.call("config")
+    assert p.returncode == 0
+    assert sleeper.wait(timeout=5) == -signal.SIGKILL
+    assert not crashed.exists() and live.exists()  # a live driver protects its job
+    assert b"reaped stale job cgroup" in p.stderr

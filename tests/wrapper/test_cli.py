@@ -1,0 +1,79 @@
+"""``measure`` and ``doctor`` from the command line; driver misuse gives the system-failure code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import v1_usable, write_config
+
+
+def rw(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "runner_wrapper", *args], capture_output=True, timeout=60,
+                          env=env or dict(os.environ))
+
+
+def test_measure_json_and_exit_code(tmp_path):
+    cfg = write_config(tmp_path, "unused", backend="psutil")
+    p = rw("--config", str(cfg), "measure", "--json", "--", "bash", "-c", "exit 4")
+    assert p.returncode == 4
+    m = json.loads(p.stderr.decode().strip().splitlines()[-1])
+    assert m["exit_code"] == 4 and m["command"] == ["bash", "-c", "exit 4"]
+    assert m["backend"] == "psutil" and m["approximate"] is True
+
+
+@pytest.mark.cgroup
+def test_measure_oom_is_137_with_a_human_summary(tmp_path):
+    if v1_usable():
+        pytest.skip(v1_usable())
+    parent = f"rightsizer-test-{os.getpid()}-m2"
+    cfg = write_config(tmp_path, parent)
+    try:
+        p = rw("--config", str(cfg), "measure", "--memory-limit", "64Mi", "--", sys.executable, "-c",
+               "b = bytearray(300 * 2**20)")
+        err = p.stderr.decode()
+        assert p.returncode == 137, err
+        assert "exit code: 137 (OOM: 1 process(es) killed at the memory limit)" in err
+        assert "of limit 64.0 MiB" in err
+    finally:
+        for ctrl in ("memory", "cpu", "cpuacct"):
+            d = f"/sys/fs/cgroup/{ctrl}/{parent}"
+            if os.path.isdir(d):
+                os.rmdir(d)
+
+
+def test_measure_rejects_bad_quantity(tmp_path):
+    p = rw("measure", "--memory-limit", "lots", "--", "true")
+    assert p.returncode == 2 and b"not a Kubernetes quantity" in p.stderr
+
+
+def test_doctor_reports_backend_and_missing_key(tmp_path):
+    cfg = write_config(tmp_path, "rightsizer-doctor")
+    env = {k: v for k, v in os.environ.items() if k != "RIGHTSIZER_SIGNING_KEY"}
+    p = rw("--config", str(cfg), "doctor", env=env)
+    out = p.stdout.decode()
+    assert p.returncode == 0, out
+    assert "cgroup version:" in out and "memory peak from:" in out
+    assert "PROBLEM: no signing key configured" in out
+    d = json.loads(rw("--config", str(cfg), "doctor", "--json", env={**env, "RIGHTSIZER_SIGNING_KEY": "k" * 16})
+                   .stdout)
+    assert d["backend"]["backend"] in ("cgroup-v2", "cgroup-v1", "psutil") and d["problems"] == []
+    if not v1_usable():
+        assert d["backend"]["backend"] == "cgroup-v1" and "memory.max_usage_in_bytes" in d["backend"]["memory_peak_file"]
+
+
+def test_executor_misuse_is_a_system_failure(tmp_path):
+    env = {**os.environ, "SYSTEM_FAILURE_EXIT_CODE": "9", "BUILD_FAILURE_EXIT_CODE": "7"}
+    assert rw("executor", "run", "only-one-arg", env=env).returncode == 9
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[nope]\n")
+    p = rw("--config", str(bad), "executor", "prepare", env=env)
+    assert p.returncode == 9 and b"unknown table [nope]" in p.stderr
+    env.pop("JOB_RESPONSE_FILE", None)
+    cfg = write_config(tmp_path, "x", backend="psutil")
+    p = rw("--config", str(cfg), "executor", "prepare", env=env)
+    assert p.returncode == 9 and b"JOB_RESPONSE_FILE is not set" in p.stdout
