@@ -1,0 +1,366 @@
+"""Carry decisions out on GitLab, exactly once, surviving timeouts and crashes.
+
+Every GitLab write is wrapped in an **intent** in the state store, committed
+before the write and settled after it (:mod:`retry_bot.state`).  An intent
+that is still open when we look at it again (a crash, a timeout, a dropped
+answer, a 5xx after GitLab changed state) is never blindly repeated: GitLab's
+state is read first, and the write is made again only when GitLab shows it did
+not happen *and* enough time has passed for an in-flight request to have
+landed (``settle_seconds``).
+
+Actions:
+
+``retry``
+    ``POST /jobs/:id/retry``.  Observed through GraphQL ``retried`` and the
+    pipeline's jobs (the newest job of the same name).
+``job_retry``
+    GraphQL ``jobRetry(variables:)`` on a bot-created manual job that already
+    ran (a later attempt of a resize lineage; the new job starts at once).
+``resize``
+    Re-create a non-manual job with new variables, in two writes, each its
+    own intent under the overall one:
+
+    1. ``<key>:pipeline`` — ``POST /projects/:id/pipeline`` on the job's ref
+       with ``RETRY_BOT_CHILD_CONFIG`` (a ``when: manual`` copy of the job) and
+       ``RETRY_BOT_ORIGIN_JOB_ID`` / ``RETRY_BOT_FAILED_JOB_ID``.  Observed by
+       listing the ref's newest pipelines and reading their variables.
+    2. the CI template turns the variable into a child pipeline; the bot waits
+       (across poll cycles) for the manual copy to appear, then
+       ``<key>:play`` — ``POST /jobs/:id/play`` with ``job_variables_attributes``.
+       Observed through the job's status (a played job is no longer ``manual``).
+
+The overall intent completes when the job runs with the new variables; the
+new job joins the lineage in the state store.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Mapping
+
+from retry_bot.gitlab.client import AmbiguousWrite, GitLabApiError, GitLabClient, WriteRejected, parse_time
+from retry_bot.gitlab.recreate import CONFIG_VARIABLE, ORIGIN_VARIABLE
+from retry_bot.state import ActionIntent, StateError
+from runner_wrapper.logconfig import get_logger
+
+__all__ = ["ActionRequest", "ActionRunner", "ActionSettings", "Outcome", "TEMPLATE_BRIDGE"]
+
+log = get_logger("retry_bot.actions")
+
+#: The bridge job of ``packaging/gitlab-ci/retry-bot.yml``.
+TEMPLATE_BRIDGE = "retry-bot:child"
+_FINAL = ("success", "failed", "canceled", "skipped")
+
+
+@dataclass(frozen=True)
+class ActionSettings:
+    #: An open write is trusted as "not made" only this long after it could last have been sent.
+    settle_seconds: float = 75.0
+    #: Give up waiting for the child pipeline's manual job after this long.
+    child_timeout_seconds: float = 3600.0
+
+
+@dataclass(frozen=True)
+class ActionRequest:
+    """Everything needed to carry one decision out; stored as the intent's payload."""
+
+    kind: str  # retry | job_retry | resize
+    project_id: int
+    project_path: str
+    job_id: int
+    job_name: str
+    pipeline_id: int
+    ref: str
+    origin_job_id: int
+    attempt: int
+    variables: Mapping[str, str] = field(default_factory=dict)
+    runner_class: str | None = None
+    memory_limit_bytes: int | None = None
+    web_url: str | None = None
+    family: str | None = None
+    category: str | None = None
+    not_before: float = 0.0
+    #: For ``resize``: the compact child configuration and the pipeline variables.
+    pipeline_variables: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.job_id}"
+
+    def to_payload(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_payload(cls, data: Mapping[str, Any]) -> "ActionRequest":
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one action in this pass."""
+
+    key: str
+    status: str  # done | waiting | failed | dry_run
+    detail: str = ""
+    new_job_id: int | None = None
+
+
+class ActionRunner:
+    """Drives action intents to completion; call :meth:`start` for a new decision and
+    :meth:`resume_all` every cycle (it also finishes what a crashed run left open)."""
+
+    def __init__(self, client: GitLabClient, store: Any, *, settings: ActionSettings = ActionSettings(),
+                 metrics: Any = None, clock: Callable[[], float] = time.time,
+                 on_new_job: Callable[[ActionRequest, int], None] | None = None) -> None:
+        self.client = client
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+        self.clock = clock
+        self.on_new_job = on_new_job
+        #: Pipeline ids found in this process (also rediscovered from GitLab after a restart).
+        self._pipelines: dict[str, int] = {}
+        #: Writes this process knows it made (so a fresh intent needs no observation).
+        self._sent: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ entry points
+
+    def start(self, req: ActionRequest) -> ActionIntent:
+        """Write the overall intent (committed before any GitLab write)."""
+        try:
+            return self.store.begin_action(req.key, req.job_id, req.kind, req.to_payload())
+        except StateError:
+            existing = self.store.get_action(req.key)
+            if existing is None:
+                raise
+            return existing
+
+    def resume_all(self, *, only_due: bool = True) -> list[Outcome]:
+        """Drive every open overall intent one step further."""
+        out = []
+        for intent in self.store.open_intents():
+            if intent.idempotency_key.count(":") != 1:
+                continue  # a sub-intent: driven by its overall intent
+            out.append(self.drive(intent, only_due=only_due))
+        return out
+
+    def drive(self, intent: ActionIntent, *, only_due: bool = True) -> Outcome:
+        """One step of one overall intent; never raises for GitLab trouble (it waits or fails)."""
+        req = ActionRequest.from_payload(intent.payload)
+        if intent.status != "begun":
+            return Outcome(req.key, "done" if intent.status == "completed" else "failed",
+                           str(intent.error or ""), (intent.result or {}).get("new_job_id"))
+        if only_due and req.not_before > self.clock():
+            return Outcome(req.key, "waiting", f"backoff until {req.not_before:.0f}")
+        try:
+            if req.kind == "retry":
+                res = self._single(intent, req, "retry")
+            elif req.kind == "job_retry":
+                res = self._single(intent, req, "job_retry")
+            elif req.kind == "resize":
+                res = self._resize(intent, req)
+            else:
+                self.store.fail_action(intent.intent_id, f"unknown action kind {req.kind!r}", False)
+                return Outcome(req.key, "failed", f"unknown action kind {req.kind!r}")
+        except GitLabApiError as exc:
+            # Reads failed for good this cycle: leave the intent open, try next cycle.
+            log.warning("action_deferred", key=req.key, job_url=req.web_url, error=str(exc))
+            res = Outcome(req.key, "waiting", str(exc))
+        if self.metrics is not None and res.status in ("done", "failed"):
+            self.metrics.actions.labels(req.kind, res.status).inc()
+        return res
+
+    # ------------------------------------------------------------------ plain retry and jobRetry
+
+    def _settled(self, intent: ActionIntent) -> bool:
+        last = max(intent.updated_at, self._sent.get(intent.idempotency_key, 0.0))
+        return self.clock() - last >= self.settings.settle_seconds
+
+    def _single(self, intent: ActionIntent, req: ActionRequest, kind: str) -> Outcome:
+        fresh = intent.created and intent.attempts == 1 and intent.idempotency_key not in self._sent
+        if not fresh:
+            found = self._observe_retried(req)
+            if found is not None:
+                return self._finish(intent, req, found, observed=True)
+            if not self._settled(intent):
+                return Outcome(req.key, "waiting", "an earlier write may still land; waiting before redoing it")
+        self._sent[intent.idempotency_key] = self.clock()
+        try:
+            if kind == "retry":
+                new = self.client.retry_job(req.project_id, req.job_id)
+                new_id = int(new["id"])
+            else:
+                new_id = int(self.client.job_retry_with_variables(req.job_id, req.variables)["id"])
+        except WriteRejected as exc:
+            self.store.fail_action(intent.intent_id, str(exc), False)
+            log.warning("action_failed", key=req.key, job_url=req.web_url, action=kind, reason=str(exc))
+            return Outcome(req.key, "failed", str(exc))
+        except (AmbiguousWrite, GitLabApiError) as exc:
+            log.warning("action_outcome_unknown", key=req.key, job_url=req.web_url, action=kind, error=str(exc))
+            return Outcome(req.key, "waiting", f"outcome unknown: {exc}")
+        return self._finish(intent, req, new_id, observed=False)
+
+    def _observe_retried(self, req: ActionRequest) -> int | None:
+        """The job GitLab created by retrying ``req.job_id``, if it did."""
+        details = self.client.job_details(req.project_path, req.job_id)
+        if not details.get("retried"):
+            return None
+        jobs = self.client.pipeline_jobs(req.project_id, req.pipeline_id, include_retried=True)
+        later = sorted(int(j["id"]) for j in jobs if j.get("name") == req.job_name and int(j["id"]) > req.job_id)
+        return later[0] if later else None
+
+    def _finish(self, intent: ActionIntent, req: ActionRequest, new_job_id: int, *, observed: bool,
+                extra: Mapping[str, Any] | None = None) -> Outcome:
+        result = {"new_job_id": new_job_id, "observed": observed, **(extra or {})}
+        self.store.complete_action(intent.intent_id, result)
+        self.store.add_lineage_member(
+            req.origin_job_id, new_job_id, "retry" if req.kind == "retry" else "resize", dict(req.variables),
+            req.runner_class, memory_limit_bytes=req.memory_limit_bytes, status="pending")
+        log.info("action_done", key=req.key, action=req.kind, job_url=req.web_url, job_id=req.job_id,
+                 new_job_id=new_job_id, observed=observed, family=req.family, category=req.category,
+                 variables=dict(req.variables), runner_class=req.runner_class)
+        if self.on_new_job is not None:
+            self.on_new_job(req, new_job_id)
+        return Outcome(req.key, "done", "found already done on GitLab" if observed else "", new_job_id)
+
+    # ------------------------------------------------------------------ resize: pipeline, child, play
+
+    def _sub(self, intent: ActionIntent, suffix: str, kind: str, payload: Mapping[str, Any]) -> ActionIntent:
+        return self.store.begin_action(f"{intent.idempotency_key}:{suffix}", intent.job_id, kind, payload)
+
+    def _resize(self, intent: ActionIntent, req: ActionRequest) -> Outcome:
+        # 1. the pipeline that carries the child configuration
+        pipe_intent = self._sub(intent, "pipeline", "create_pipeline",
+                                {"project_id": req.project_id, "ref": req.ref, "failed_job_id": req.job_id,
+                                 "origin_job_id": req.origin_job_id})
+        if pipe_intent.status == "failed":
+            self.store.fail_action(intent.intent_id, f"creating the pipeline failed: {pipe_intent.error}", False)
+            return Outcome(req.key, "failed", str(pipe_intent.error))
+        pipeline_id: int | None
+        if pipe_intent.status == "completed":
+            pipeline_id = int((pipe_intent.result or {})["pipeline_id"])
+        else:
+            pipeline_id = self._create_pipeline_once(pipe_intent, req)
+            if pipeline_id is None:
+                st = self.store.get_action(pipe_intent.idempotency_key)
+                if st is not None and st.status == "failed":
+                    self.store.fail_action(intent.intent_id, f"creating the pipeline failed: {st.error}", False)
+                    return Outcome(req.key, "failed", str(st.error))
+                return Outcome(req.key, "waiting", "pipeline creation outcome unknown")
+
+        # 2. the manual copy in the child pipeline
+        job = self._find_manual_copy(req, pipeline_id)
+        if isinstance(job, str):
+            if job.startswith("failed:"):
+                self.store.fail_action(intent.intent_id, job[7:].strip(), False)
+                log.warning("action_failed", key=req.key, job_url=req.web_url, reason=job[7:].strip())
+                return Outcome(req.key, "failed", job[7:].strip())
+            age = self.clock() - intent.created_at
+            if age > self.settings.child_timeout_seconds:
+                msg = f"the child pipeline's manual job did not appear within {age:.0f}s ({job})"
+                self.store.fail_action(intent.intent_id, msg, False)
+                return Outcome(req.key, "failed", msg)
+            return Outcome(req.key, "waiting", job)
+
+        # 3. play it with the upgraded variables
+        manual_id = int(job["id"])
+        play_intent = self._sub(intent, "play", "play", {"project_id": req.project_id, "job_id": manual_id,
+                                                        "variables": dict(req.variables)})
+        if play_intent.status == "completed":
+            return self._finish(intent, req, manual_id, observed=True, extra={"pipeline_id": pipeline_id})
+        if play_intent.status == "failed":
+            self.store.fail_action(intent.intent_id, f"playing job {manual_id} failed: {play_intent.error}", False)
+            return Outcome(req.key, "failed", str(play_intent.error))
+        fresh = play_intent.created and play_intent.attempts == 1
+        if not fresh or play_intent.idempotency_key in self._sent:
+            if job.get("status") != "manual":
+                self.store.complete_action(play_intent.intent_id, {"job_id": manual_id, "observed": True})
+                return self._finish(intent, req, manual_id, observed=True, extra={"pipeline_id": pipeline_id})
+            # still manual: our play did not happen (a played job leaves ``manual`` at once)
+        self._sent[play_intent.idempotency_key] = self.clock()
+        try:
+            self.client.play_job(req.project_id, manual_id, req.variables)
+        except WriteRejected as exc:
+            self.store.fail_action(play_intent.intent_id, str(exc), False)
+            self.store.fail_action(intent.intent_id, f"playing job {manual_id} was refused: {exc}", False)
+            log.warning("action_failed", key=req.key, job_url=req.web_url, reason=str(exc))
+            return Outcome(req.key, "failed", str(exc))
+        except (AmbiguousWrite, GitLabApiError) as exc:
+            log.warning("action_outcome_unknown", key=req.key, step="play", job_id=manual_id, error=str(exc))
+            return Outcome(req.key, "waiting", f"play outcome unknown: {exc}")
+        self.store.complete_action(play_intent.intent_id, {"job_id": manual_id, "observed": False})
+        return self._finish(intent, req, manual_id, observed=False, extra={"pipeline_id": pipeline_id})
+
+    def _create_pipeline_once(self, pipe_intent: ActionIntent, req: ActionRequest) -> int | None:
+        key = pipe_intent.idempotency_key
+        fresh = pipe_intent.created and pipe_intent.attempts == 1 and key not in self._sent
+        if not fresh:
+            found = self._pipelines.get(key) or self._find_pipeline(req, since=pipe_intent.created_at)
+            if found is not None:
+                self.store.complete_action(pipe_intent.intent_id, {"pipeline_id": found, "observed": True})
+                self._pipelines[key] = found
+                return found
+            if not self._settled(pipe_intent):
+                return None
+        self._sent[key] = self.clock()
+        try:
+            pipe = self.client.create_pipeline(req.project_id, req.ref, req.pipeline_variables)
+        except WriteRejected as exc:
+            hint = ""
+            if exc.status == 400:
+                hint = (" (does the project include packaging/gitlab-ci/retry-bot.yml, and may the bot's token "
+                        "set pipeline variables: ci_pipeline_variables_minimum_override_role?)")
+            self.store.fail_action(pipe_intent.intent_id, f"{exc}{hint}", False)
+            log.warning("action_failed", key=req.key, step="create_pipeline", job_url=req.web_url,
+                        reason=f"{exc}{hint}")
+            return None
+        except (AmbiguousWrite, GitLabApiError) as exc:
+            log.warning("action_outcome_unknown", key=req.key, step="create_pipeline", error=str(exc))
+            return None
+        pid = int(pipe["id"])
+        self.store.complete_action(pipe_intent.intent_id, {"pipeline_id": pid, "observed": False,
+                                                           "web_url": pipe.get("web_url")})
+        self._pipelines[key] = pid
+        log.info("resize_pipeline_created", key=req.key, pipeline_id=pid, job_url=req.web_url,
+                 origin_job_id=req.origin_job_id)
+        return pid
+
+    def _find_pipeline(self, req: ActionRequest, *, since: float) -> int | None:
+        """The pipeline an earlier run created for ``req`` (by its variables), if any."""
+        for p in self.client.latest_pipelines(req.project_id, req.ref, limit=20):
+            created = parse_time(p.get("created_at"))
+            if created is not None and created.timestamp() < since - 120:
+                break
+            if p.get("source") not in (None, "api"):
+                continue
+            variables = self.client.pipeline_variables(req.project_id, int(p["id"]))
+            if variables.get("RETRY_BOT_FAILED_JOB_ID") == str(req.job_id) and CONFIG_VARIABLE in variables \
+                    and variables.get(ORIGIN_VARIABLE) == str(req.origin_job_id):
+                return int(p["id"])
+        return None
+
+    def _find_manual_copy(self, req: ActionRequest, pipeline_id: int) -> Mapping[str, Any] | str:
+        """The manual copy in the child pipeline, or why it is not there (yet)."""
+        bridges = self.client.pipeline_bridges(req.project_id, pipeline_id)
+        bridge = next((b for b in bridges if b.get("name") == TEMPLATE_BRIDGE), None) or \
+            next((b for b in bridges if b.get("downstream_pipeline")), None)
+        if bridge is None:
+            pipe = self.client.pipeline(req.project_id, pipeline_id)
+            if pipe.get("status") in _FINAL:
+                return (f"failed: pipeline {pipeline_id} ended {pipe.get('status')} without a child pipeline "
+                        "(is packaging/gitlab-ci/retry-bot.yml included?)")
+            return f"pipeline {pipeline_id} is {pipe.get('status')}; the child pipeline is not created yet"
+        child = (bridge.get("downstream_pipeline") or {}).get("id")
+        if not child:
+            if bridge.get("status") in _FINAL:
+                return f"failed: the bridge {bridge.get('name')} ended {bridge.get('status')} without a child pipeline"
+            return f"bridge {bridge.get('name')} is {bridge.get('status')}"
+        jobs = self.client.pipeline_jobs(req.project_id, int(child), include_retried=True)
+        same = [j for j in jobs if j.get("name") == req.job_name]
+        if not same:
+            return f"failed: child pipeline {child} has no job named {req.job_name!r}"
+        return sorted(same, key=lambda j: int(j["id"]))[0]
+
+

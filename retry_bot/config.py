@@ -1,0 +1,306 @@
+"""The bot's own configuration, ``config/bot.toml``.
+
+Which GitLab, which projects, how often, where the state and the policy live,
+where signing keys come from.  Secrets (the GitLab token, signing keys) are
+never written in the file itself: they come from an environment variable or a
+file, are registered with :func:`runner_wrapper.logconfig.register_secret`,
+and never appear in ``repr()`` or logs.
+
+:func:`load_config` reports every problem at once as a
+:class:`~retry_bot.problems.ConfigError` with key paths and line numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from retry_bot.problems import ConfigError, Problem, find_line
+from runner_wrapper.logconfig import register_secret
+
+__all__ = ["BotConfig", "GitLabSettings", "PollSettings", "GeneratedSource", "load_config",
+           "parse_config", "DEFAULT_CONFIG_PATH"]
+
+DEFAULT_CONFIG_PATH = "config/bot.toml"
+
+
+@dataclass(frozen=True)
+class GitLabSettings:
+    url: str
+    token: str | None = field(default=None, repr=False)
+    token_source: str = ""
+    request_timeout_seconds: float = 30.0
+    max_attempts: int = 5
+    max_wait_seconds: float = 60.0
+    max_total_seconds: float = 120.0
+
+
+@dataclass(frozen=True)
+class PollSettings:
+    projects: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    interval_seconds: float = 60.0
+    #: Jobs created longer ago than this are never looked at (mechanics §5).
+    lookback_seconds: float = 26 * 3600.0
+    per_page: int = 100
+    #: At most this many new failed jobs are decided per project and cycle.
+    max_jobs_per_cycle: int = 50
+    #: Re-list the projects of configured groups every N cycles.
+    group_refresh_cycles: int = 30
+    trace_tail_bytes: int = 256 * 1024
+
+
+@dataclass(frozen=True)
+class GeneratedSource:
+    generator_job: str
+    artifact_path: str
+
+
+@dataclass(frozen=True)
+class BotConfig:
+    gitlab: GitLabSettings
+    poll: PollSettings = PollSettings()
+    policy_path: str | None = None
+    taxonomy_paths: tuple[str, ...] = ()
+    state_url: str = "sqlite:///var/lib/retry-bot/state.db"
+    dry_run: bool = False
+    listen: str = ""
+    #: Bearer tokens accepted by ``POST /v1/usage`` (from ``[http] usage_token_env``).
+    usage_tokens: tuple[str, ...] = field(default=(), repr=False)
+    signing_keys: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    leader_enabled: bool = True
+    leader_lease_seconds: float = 30.0
+    leader_holder: str = ""
+    generated: tuple[GeneratedSource, ...] = ()
+    source: str = ""
+
+
+def _resolve(base: Path, p: str) -> str:
+    q = Path(os.path.expanduser(p))
+    return str(q if q.is_absolute() else (base / q))
+
+
+def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None,
+                require_secrets: bool = True) -> BotConfig:
+    """Read and validate ``bot.toml``; relative paths are resolved against its directory.
+
+    ``require_secrets=False`` (e.g. ``retry-bot history``) does not fail on a
+    signing key that cannot be read.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([Problem("", f"cannot read {p}: {exc.strerror or exc}", source=str(p))]) from exc
+    return parse_config(text, source=str(p), base=p.parent, env=env, require_secrets=require_secrets)
+
+
+def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = None,
+                 env: Mapping[str, str] | None = None, require_secrets: bool = True) -> BotConfig:
+    """Parse ``bot.toml`` text.  ``env`` defaults to ``os.environ``."""
+    env = os.environ if env is None else env
+    base = base or Path(".")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([Problem("", f"not valid TOML: {exc}", source=source)]) from exc
+    problems: list[Problem] = []
+
+    def bad(path: str, msg: str) -> None:
+        problems.append(Problem(path, msg, line=find_line(text, path), source=source))
+
+    def table(name: str) -> dict[str, Any]:
+        v = data.get(name, {})
+        if not isinstance(v, dict):
+            bad(name, "must be a table")
+            return {}
+        return v
+
+    known_tables = {"gitlab", "poll", "bot", "http", "signing", "leader", "jobdef"}
+    for k in data:
+        if k not in known_tables:
+            bad(k, f"unknown section (known: {', '.join(sorted(known_tables))})")
+
+    def get(tbl: dict[str, Any], prefix: str, key: str, typ: type | tuple[type, ...], default: Any,
+            *, minimum: float | None = None) -> Any:
+        if key not in tbl:
+            return default
+        v = tbl[key]
+        ok = isinstance(v, typ) and not (isinstance(v, bool) and bool not in (typ if isinstance(typ, tuple) else (typ,)))
+        if not ok:
+            tn = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
+            bad(f"{prefix}.{key}", f"must be {tn}, got {v!r}")
+            return default
+        if minimum is not None and isinstance(v, (int, float)) and v < minimum:
+            bad(f"{prefix}.{key}", f"must be at least {minimum}, got {v!r}")
+            return default
+        return v
+
+    def check_keys(tbl: dict[str, Any], prefix: str, allowed: set[str]) -> None:
+        for k in tbl:
+            if k not in allowed:
+                bad(f"{prefix}.{k}", f"unknown key (known: {', '.join(sorted(allowed))})")
+
+    # [gitlab]
+    g = table("gitlab")
+    check_keys(g, "gitlab", {"url", "token_env", "token_file", "request_timeout_seconds", "max_attempts",
+                             "max_wait_seconds", "max_total_seconds", "token"})
+    url = get(g, "gitlab", "url", str, "")
+    if not url:
+        bad("gitlab.url", "is required (e.g. https://gitlab.example.com)")
+    elif not url.startswith(("http://", "https://")):
+        bad("gitlab.url", f"must start with http:// or https://, got {url!r}")
+    if "token" in g:
+        bad("gitlab.token", "never put the token in the file: use token_env or token_file")
+    token: str | None = None
+    token_source = ""
+    token_env = get(g, "gitlab", "token_env", str, "RETRY_BOT_GITLAB_TOKEN")
+    token_file = get(g, "gitlab", "token_file", str, "")
+    if token_file:
+        tf = _resolve(base, token_file)
+        try:
+            token = Path(tf).read_text(encoding="utf-8").strip()
+            token_source = f"file {tf}"
+        except OSError as exc:
+            bad("gitlab.token_file", f"cannot read {tf}: {exc.strerror or exc}")
+    elif token_env and env.get(token_env):
+        token = env[token_env].strip()
+        token_source = f"environment variable {token_env}"
+    else:
+        token_source = f"environment variable {token_env} (unset)"
+    register_secret(token)
+    gs = GitLabSettings(
+        url=url.rstrip("/") if url else "",
+        token=token or None,
+        token_source=token_source,
+        request_timeout_seconds=float(get(g, "gitlab", "request_timeout_seconds", (int, float), 30.0, minimum=0.1)),
+        max_attempts=int(get(g, "gitlab", "max_attempts", int, 5, minimum=1)),
+        max_wait_seconds=float(get(g, "gitlab", "max_wait_seconds", (int, float), 60.0, minimum=0)),
+        max_total_seconds=float(get(g, "gitlab", "max_total_seconds", (int, float), 120.0, minimum=0)),
+    )
+
+    # [poll]
+    pl = table("poll")
+    check_keys(pl, "poll", {"projects", "groups", "interval_seconds", "lookback_hours", "per_page",
+                            "max_jobs_per_cycle", "group_refresh_cycles", "trace_tail_kib"})
+    projects = get(pl, "poll", "projects", list, [])
+    groups = get(pl, "poll", "groups", list, [])
+    for i, pr in enumerate(projects):
+        if not isinstance(pr, (str, int)) or isinstance(pr, bool) or (isinstance(pr, str) and not pr.strip()):
+            bad(f"poll.projects[{i}]", f"must be a project path or id, got {pr!r}")
+    for i, gr in enumerate(groups):
+        if not isinstance(gr, (str, int)) or isinstance(gr, bool):
+            bad(f"poll.groups[{i}]", f"must be a group path or id, got {gr!r}")
+    if not projects and not groups:
+        bad("poll.projects", "configure at least one project or group to watch")
+    per_page = int(get(pl, "poll", "per_page", int, 100, minimum=1))
+    if per_page > 100:
+        bad("poll.per_page", "GitLab allows at most 100")
+    ps = PollSettings(
+        projects=tuple(str(x) for x in projects if isinstance(x, (str, int))),
+        groups=tuple(str(x) for x in groups if isinstance(x, (str, int))),
+        interval_seconds=float(get(pl, "poll", "interval_seconds", (int, float), 60.0, minimum=0.05)),
+        lookback_seconds=float(get(pl, "poll", "lookback_hours", (int, float), 26.0, minimum=0.001)) * 3600,
+        per_page=min(per_page, 100),
+        max_jobs_per_cycle=int(get(pl, "poll", "max_jobs_per_cycle", int, 50, minimum=1)),
+        group_refresh_cycles=int(get(pl, "poll", "group_refresh_cycles", int, 30, minimum=1)),
+        trace_tail_bytes=int(get(pl, "poll", "trace_tail_kib", int, 256, minimum=1)) * 1024,
+    )
+
+    # [bot]
+    b = table("bot")
+    check_keys(b, "bot", {"policy", "taxonomy", "state_url", "dry_run"})
+    policy = get(b, "bot", "policy", str, "")
+    taxonomy = get(b, "bot", "taxonomy", list, [])
+    for i, t in enumerate(taxonomy):
+        if not isinstance(t, str):
+            bad(f"bot.taxonomy[{i}]", "must be a file path")
+    state_url = get(b, "bot", "state_url", str, "sqlite:///var/lib/retry-bot/state.db")
+    if state_url.startswith("sqlite:///") and not state_url.startswith("sqlite:////"):
+        rel = state_url[len("sqlite:///"):]
+        if rel and not rel.startswith("/") and rel != ":memory:":
+            state_url = "sqlite:///" + _resolve(base, rel)
+    dry_run = bool(get(b, "bot", "dry_run", bool, False))
+
+    # [http]
+    h = table("http")
+    check_keys(h, "http", {"listen", "usage_token_env"})
+    listen = get(h, "http", "listen", str, "")
+    usage_env = get(h, "http", "usage_token_env", str, "RETRY_BOT_USAGE_TOKEN")
+    usage_tokens = tuple(t.strip() for t in (env.get(usage_env, "") if usage_env else "").split(",") if t.strip())
+    for t in usage_tokens:
+        register_secret(t)
+    if listen:
+        host, _, port = listen.rpartition(":")
+        if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            bad("http.listen", f"must be HOST:PORT, got {listen!r}")
+
+    # [signing]
+    s = table("signing")
+    check_keys(s, "signing", {"keys"})
+    keys: dict[str, bytes] = {}
+    klist = get(s, "signing", "keys", list, [])
+    for i, k in enumerate(klist):
+        kp = f"signing.keys[{i}]"
+        if not isinstance(k, dict):
+            bad(kp, "must be a table with id and env or file")
+            continue
+        kid = k.get("id")
+        if not isinstance(kid, str) or not kid:
+            bad(f"{kp}.id", "is required")
+            continue
+        if "env" in k:
+            val = env.get(str(k["env"]))
+            if val:
+                keys[kid] = val.encode("utf-8")
+            elif require_secrets:
+                bad(f"{kp}.env", f"environment variable {k['env']} is not set")
+        elif "file" in k:
+            kf = _resolve(base, str(k["file"]))
+            try:
+                keys[kid] = Path(kf).read_bytes().strip()
+            except OSError as exc:
+                if require_secrets:
+                    bad(f"{kp}.file", f"cannot read {kf}: {exc.strerror or exc}")
+        else:
+            bad(kp, "needs env or file (the key itself never goes in this file)")
+        if kid in keys:
+            register_secret(keys[kid])
+
+    # [leader]
+    ld = table("leader")
+    check_keys(ld, "leader", {"enabled", "lease_seconds", "holder"})
+    holder = get(ld, "leader", "holder", str, "") or f"{socket.gethostname()}:{os.getpid()}"
+
+    # [[jobdef.generated]]
+    jd = table("jobdef")
+    check_keys(jd, "jobdef", {"generated"})
+    gen: list[GeneratedSource] = []
+    for i, e in enumerate(get(jd, "jobdef", "generated", list, [])):
+        if not isinstance(e, dict) or not isinstance(e.get("job"), str) or not isinstance(e.get("artifact"), str):
+            bad(f"jobdef.generated[{i}]", "needs job (generator job name) and artifact (path) strings")
+            continue
+        gen.append(GeneratedSource(e["job"], e["artifact"]))
+
+    if problems:
+        raise ConfigError(problems)
+    return BotConfig(
+        gitlab=gs,
+        poll=ps,
+        policy_path=_resolve(base, policy) if policy else None,
+        taxonomy_paths=tuple(_resolve(base, t) for t in taxonomy if isinstance(t, str)),
+        state_url=state_url,
+        dry_run=dry_run,
+        listen=listen,
+        usage_tokens=usage_tokens,
+        signing_keys=keys,
+        leader_enabled=bool(get(ld, "leader", "enabled", bool, True)),
+        leader_lease_seconds=float(get(ld, "leader", "lease_seconds", (int, float), 30.0, minimum=1)),
+        leader_holder=holder,
+        generated=tuple(gen),
+        source=source,
+    )

@@ -1,0 +1,314 @@
+"""The long-running bot: wiring, the poll loop, signals, leadership, HTTP.
+
+:class:`Bot` assembles the pieces from a :class:`~retry_bot.config.BotConfig`
+(GitLab client, state store, policy, taxonomy, actions, poller, metrics);
+:func:`serve` runs it until SIGTERM/SIGINT.
+
+Signals:
+
+* **SIGTERM / SIGINT** — graceful stop: the job being handled (and the
+  GitLab write in flight) is finished, no new job is started, the leader
+  lease is released, and the process exits 0.
+* **SIGHUP** — reload the policy file.  A new policy that does not validate
+  is rejected with every problem logged; the last good one stays in force.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from typing import Any, Callable
+
+from retry_bot.actions import ActionRunner, ActionSettings
+from retry_bot.config import BotConfig
+from retry_bot.gitlab.client import GitLabClient, RetrySettings
+from retry_bot.gitlab.jobdef import GeneratedPipelineSource
+from retry_bot.metrics import BotMetrics
+from retry_bot.poller import CycleReport, Poller, PollerSettings
+from retry_bot.problems import ConfigError
+from runner_wrapper.logconfig import get_logger
+
+__all__ = ["Bot", "HistoryPredictor", "serve"]
+
+log = get_logger("retry_bot.daemon")
+
+
+class Bot:
+    """Everything one bot process needs, built from its configuration.
+
+    Args:
+        config: the parsed ``bot.toml``.
+        dry_run: overrides ``config.dry_run`` when not ``None``.
+        registry: Prometheus registry (a fresh one by default).
+        action_settings: settle/child timeouts (tests shorten them).
+        clock: epoch seconds (injectable).
+    """
+
+    def __init__(self, config: BotConfig, *, dry_run: bool | None = None, registry: Any = None,
+                 action_settings: ActionSettings | None = None, clock: Callable[[], float] = time.time,
+                 store: Any = None) -> None:
+        from retry_bot.classify import load_taxonomy
+        from retry_bot.state import open_store
+
+        self.config = config
+        self.clock = clock
+        self.dry_run = config.dry_run if dry_run is None else bool(dry_run)
+        self.metrics = BotMetrics(registry)
+        self.policy_path = config.policy_path
+        self._policy = self._load_policy()
+        self.taxonomy = load_taxonomy(list(config.taxonomy_paths))
+        g = config.gitlab
+        self.client = GitLabClient(g.url, g.token, retry=RetrySettings(
+            max_attempts=g.max_attempts, max_total_seconds=g.max_total_seconds,
+            max_wait_seconds=g.max_wait_seconds, request_timeout_seconds=g.request_timeout_seconds),
+            observer=self.metrics.observe_api_call, clock=clock)
+        self.store = store if store is not None else open_store(config.state_url, clock=clock)
+        settle = max(2 * g.request_timeout_seconds + 1.0, 3.0)
+        self.actions = ActionRunner(self.client, self.store, metrics=self.metrics, clock=clock,
+                                    settings=action_settings or ActionSettings(settle_seconds=settle))
+        p = config.poll
+        self.poller = Poller(
+            self.client, self.store,
+            settings=PollerSettings(projects=p.projects, groups=p.groups, lookback_seconds=p.lookback_seconds,
+                                    per_page=p.per_page, max_jobs_per_cycle=p.max_jobs_per_cycle,
+                                    group_refresh_cycles=p.group_refresh_cycles,
+                                    trace_tail_bytes=p.trace_tail_bytes, dry_run=self.dry_run,
+                                    generated=tuple(GeneratedPipelineSource(s.generator_job, s.artifact_path)
+                                                    for s in config.generated)),
+            policy=lambda: self._policy, taxonomy=self.taxonomy, signing_keys=config.signing_keys,
+            actions=self.actions, metrics=self.metrics, clock=clock,
+            predictor=HistoryPredictor(self.store, clock=clock))
+        self._stop = threading.Event()
+        self._renewed = time.monotonic()
+        self._http: Any = None
+        log.info("bot_ready", gitlab=g.url, token_source=g.token_source, projects=list(p.projects),
+                 groups=list(p.groups), dry_run=self.dry_run, policy=self.policy_path or "<embedded default>",
+                 state=getattr(self.store, "location", config.state_url), signing_keys=sorted(config.signing_keys))
+
+    # ------------------------------------------------------------------ policy
+
+    def _load_policy(self) -> Any:
+        from retry_bot.policy import default_policy, load_policy
+
+        return load_policy(self.policy_path) if self.policy_path else default_policy()
+
+    @property
+    def policy(self) -> Any:
+        return self._policy
+
+    def reload_policy(self) -> bool:
+        """Reload the policy file; keep the last good policy when the new one is invalid."""
+        try:
+            new = self._load_policy()
+        except ConfigError as exc:
+            log.error("policy_reload_rejected", policy=self.policy_path, kept="the last good policy",
+                      problems=[str(p) for p in exc.problems])
+            return False
+        except OSError as exc:
+            log.error("policy_reload_rejected", policy=self.policy_path, kept="the last good policy", error=str(exc))
+            return False
+        self._policy = new
+        log.info("policy_reloaded", policy=self.policy_path or "<embedded default>")
+        return True
+
+    # ------------------------------------------------------------------ running
+
+    def stop(self) -> None:
+        """Ask the loop to stop after the job (and GitLab write) in flight."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def once(self) -> CycleReport:
+        """One poll cycle (``retry-bot once``).
+
+        Between jobs the cycle stops early on SIGTERM, and the leader lease is
+        renewed (every third of its duration) so a long cycle never outlives it;
+        a replica that lost the lease stops acting at once (its writes are fenced).
+        """
+        self._renewed = time.monotonic()
+
+        def stop() -> bool:
+            if self._stop.is_set():
+                return True
+            if (self.config.leader_enabled and self.store.leadership_term is not None
+                    and time.monotonic() - self._renewed > self.config.leader_lease_seconds / 3):
+                self._renewed = time.monotonic()
+                try:
+                    if not self.store.renew_leadership(self.config.leader_holder):
+                        log.warning("leadership_lost_mid_cycle", holder=self.config.leader_holder)
+                        self.metrics.is_leader.set(0)
+                        return True
+                except Exception as exc:  # noqa: BLE001
+                    log.error("leadership_renew_failed", error=str(exc))
+                    return True
+            return False
+
+        return self.poller.run_cycle(stop=stop)
+
+    def _lead(self) -> bool:
+        if not self.config.leader_enabled:
+            return True
+        try:
+            ok = self.store.try_acquire_leadership(self.config.leader_holder, self.config.leader_lease_seconds)
+        except Exception as exc:  # noqa: BLE001 - the store may be briefly unavailable
+            log.error("leadership_check_failed", error=str(exc))
+            ok = False
+        self.metrics.is_leader.set(1 if ok else 0)
+        return ok
+
+    def run_forever(self) -> None:
+        """Poll every ``interval_seconds`` until :meth:`stop`; only the leader polls."""
+        interval = self.config.poll.interval_seconds
+        while not self._stop.is_set():
+            started = time.monotonic()
+            if self._lead():
+                try:
+                    self.once()
+                except Exception as exc:  # noqa: BLE001 - one bad cycle must not kill the daemon
+                    log.exception("poll_cycle_crashed", error=str(exc))
+            else:
+                log.debug("not_leader", holder=self.config.leader_holder)
+            self._stop.wait(max(0.0, interval - (time.monotonic() - started)))
+
+    def start_http(self) -> str | None:
+        """Serve /metrics and /healthz (plus the prediction endpoints when available)."""
+        if not self.config.listen:
+            return None
+        host, _, port = self.config.listen.rpartition(":")
+        try:
+            from retry_bot.server import AllocationServer
+        except ImportError:  # the prediction endpoints are optional
+            self._http = _start_http(host, int(port), self)
+            return f"http://{host}:{self._http.server_address[1]}"
+        srv = AllocationServer(store=self.store, tokens=self.config.usage_tokens,
+                               signing_keys=self.config.signing_keys, registry=self.metrics.registry,
+                               host=host, port=int(port), clock=self.clock)
+        srv.start()
+        self._http = srv
+        log.info("http_listening", address=f"{host}:{srv.port}",
+                 endpoints=["/metrics", "/healthz", "/v1/allocation", "/v1/usage"])
+        return srv.url
+
+    def close(self) -> None:
+        if self.config.leader_enabled:
+            try:
+                self.store.release_leadership(self.config.leader_holder)
+            except Exception:  # noqa: BLE001
+                pass
+        if self._http is not None:
+            if hasattr(self._http, "close"):
+                self._http.close()
+            else:
+                self._http.shutdown()
+                self._http.server_close()
+        self.client.close()
+        try:
+            self.store.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class HistoryPredictor:
+    """``(facts, record) -> memory bytes``: the usage-history prediction a resize may take.
+
+    :func:`retry_bot.decide.decide` takes the larger of it and the bump rule, then the
+    caps.  Only trusted history counts (see :mod:`retry_bot.predict`); without any,
+    it has no opinion (``None``).  The index is rebuilt from the state store at most
+    every ``refresh_seconds``.
+    """
+
+    def __init__(self, store: Any, *, clock: Callable[[], float] = time.time, refresh_seconds: float = 300.0) -> None:
+        from retry_bot.predict import DEFAULT_SETTINGS
+
+        self.store = store
+        self.settings = DEFAULT_SETTINGS
+        self.clock = clock
+        self.refresh_seconds = refresh_seconds
+        self._index: Any = None
+        self._loaded = -1e18
+
+    def __call__(self, facts: Any, record: Any) -> int | None:
+        from retry_bot.predict import extract_key, predict_for_retry
+        from retry_bot.predict.sources import index_from_store
+
+        now = self.clock()
+        if self._index is None or now - self._loaded >= self.refresh_seconds:
+            self._index = index_from_store(self.store, self.settings)
+            self._loaded = now
+        key = extract_key(self.settings.keys, job_name=facts.name, variables=dict(facts.variables),
+                          project=facts.project_path)
+        killed = []
+        if record is not None and record.oom_killed and record.limits.memory_limit_bytes:
+            killed.append(float(record.limits.memory_limit_bytes))
+        alloc = predict_for_retry(self._index, key, now, killed, self.settings, ref=facts.ref,
+                                  protected=facts.protected)
+        if alloc.samples <= 0:
+            return None
+        return int(alloc.memory_limit_bytes or alloc.memory_request_bytes)
+
+
+def _start_http(host: str, port: int, bot: Bot) -> Any:
+    """A small HTTP server: ``/metrics`` from the bot's registry and ``/healthz``."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path.startswith("/metrics"):
+                body, ctype, code = generate_latest(bot.metrics.registry), CONTENT_TYPE_LATEST, 200
+            elif self.path.startswith("/healthz"):
+                ok = not bot.stopping
+                body, ctype, code = (b"ok\n" if ok else b"stopping\n"), "text/plain", 200 if ok else 503
+            else:
+                body, ctype, code = b"not found\n", "text/plain", 404
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    srv = ThreadingHTTPServer((host, port), H)
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True,
+                     name="retry-bot-http").start()
+    log.info("http_listening", address=f"{host}:{srv.server_address[1]}")
+    return srv
+
+
+def serve(bot: Bot, *, once: bool = False) -> int:
+    """Run ``bot`` in the foreground with signal handling; returns the exit code."""
+    previous: dict[int, Any] = {}
+
+    def on_term(signum: int, _frame: Any) -> None:
+        log.info("stopping", signal=signal.Signals(signum).name,
+                 note="finishing the job and GitLab write in flight, then exiting")
+        bot.stop()
+
+    def on_hup(_signum: int, _frame: Any) -> None:
+        bot.reload_policy()
+
+    if threading.current_thread() is threading.main_thread():
+        for sig, fn in ((signal.SIGTERM, on_term), (signal.SIGINT, on_term), (signal.SIGHUP, on_hup)):
+            previous[sig] = signal.signal(sig, fn)
+    try:
+        bot.start_http()
+        if once:
+            if bot._lead():
+                report = bot.once()
+                return 1 if report.errors and not report.decided else 0
+            log.warning("not_leader", note="another replica holds the lease; nothing done")
+            return 0
+        bot.run_forever()
+        log.info("stopped")
+        return 0
+    finally:
+        bot.close()
+        for sig, fn in previous.items():
+            signal.signal(sig, fn)

@@ -1,0 +1,335 @@
+"""``retry-bot demo``: the whole system on one machine, in under a minute.
+
+Starts, all on 127.0.0.1 and in a temporary directory:
+
+* the GitLab stand-in (:mod:`retry_bot.gitlab.standin`) with one project whose
+  ``.gitlab-ci.yml`` includes the retry-bot template and has three jobs;
+* a local runner loop that executes every pending job through
+  ``runner-wrapper executor`` (GitLab Runner's custom-executor call sequence,
+  :func:`runner_wrapper.local_runner.run_job`), with real cgroups where the
+  host allows and the psutil fallback elsewhere;
+* the retry bot (real python-gitlab over HTTP, a temporary SQLite state, a
+  generated signing key shared by the wrapper and the bot).
+
+The three jobs:
+
+``build``    needs about 300 MiB but gets ``KUBERNETES_MEMORY_LIMIT=128Mi``: the
+             kernel kills it, the wrapper reports exit 137 and a signed usage
+             record; the bot classifies it as OOM from the record, re-creates it
+             as a manual job in a child pipeline, plays it with a larger limit,
+             and it succeeds.
+``compile``  a compile error: left alone.
+``fetch``    a DNS failure on its first run: one plain retry, which succeeds.
+
+A timeline is printed; the exit code is 0 only if all three outcomes happened.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+__all__ = ["run_demo", "DemoResult"]
+
+TOKEN = "glpat-demo-" + "0" * 12
+KEY_ID = "demo"
+TEMPLATE = Path(__file__).resolve().parents[1] / "packaging" / "gitlab-ci" / "retry-bot.yml"
+
+DEMO_POLICY = """
+# The demo's policy: the shipped defaults, with no backoff so it fits in a minute.
+version = 1
+skip_superseded = true
+
+[families.oom]
+action = "resize"
+budget = 2
+backoff = { initial = "0s" }
+
+[families.infrastructure]
+action = "retry"
+budget = 1
+backoff = { initial = "0s" }
+
+[resize]
+ratio = 1.5
+min_bump = "256Mi"
+granularity = "128Mi"
+max_memory = "2Gi"
+"""
+
+# Allocates and touches ~300 MiB (every page), so the kernel really charges it.
+BIG_BUILD = ("python3 -c \"import sys; b = bytearray(300 * 2**20); "
+             "[b.__setitem__(i, 1) for i in range(0, len(b), 4096)]; "
+             "print('linked big.so using', len(b) >> 20, 'MiB')\"")
+
+
+def _template_text() -> str:
+    if not TEMPLATE.is_file():
+        raise FileNotFoundError(f"the CI template {TEMPLATE} is missing: run the demo from a source checkout "
+                                "installed with `pip install -e .`")
+    return TEMPLATE.read_text()
+
+
+def project_config(marker_dir: Path) -> dict[str, Any]:
+    """The demo project's root .gitlab-ci.yml (the template inlined: the stand-in has no ``include:``)."""
+    skip = [{"if": "$RETRY_BOT_CHILD_CONFIG", "when": "never"}, {"when": "on_success"}]
+    cfg: dict[str, Any] = {"stages": ["build", "test"]}
+    cfg.update(yaml.safe_load(_template_text()))
+    cfg["build"] = {"stage": "build", "rules": skip, "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"},
+                    "script": ["echo compiling big.cpp", BIG_BUILD]}
+    cfg["compile"] = {"stage": "build", "rules": skip, "script": [
+        "echo 'cc -c main.c'",
+        "echo \"main.c:3:5: error: expected ';' before '}' token\"",
+        "echo 'make: *** [Makefile:2: main.o] Error 1'",
+        "exit 1"]}
+    flag = marker_dir / "mirror-resolved"
+    cfg["fetch"] = {"stage": "build", "rules": skip, "script": [
+        "echo '$ curl -fsS https://mirror.example.org/src.tar.gz'",
+        f"if [ ! -e {flag} ]; then touch {flag}; "
+        "echo 'curl: (6) Could not resolve host: mirror.example.org'; exit 6; fi",
+        "echo 'downloaded src.tar.gz'"]}
+    return cfg
+
+
+@dataclass
+class DemoResult:
+    ok: bool
+    outcomes: dict[str, bool] = field(default_factory=dict)
+    seconds: float = 0.0
+    timeline: list[str] = field(default_factory=list)
+    backend: str = ""
+
+
+class _Timeline:
+    def __init__(self, out: TextIO, live: bool) -> None:
+        self.t0 = time.monotonic()
+        self.lines: list[str] = []
+        self.out = out
+        self.live = live
+        self.lock = threading.Lock()
+
+    def add(self, who: str, text: str) -> None:
+        line = f"{time.monotonic() - self.t0:6.1f}s  {who:<7} {text}"
+        with self.lock:
+            self.lines.append(line)
+            if self.live:
+                print(line, file=self.out, flush=True)
+
+
+def _wrapper_config(tmp: Path, parent: str, backend: str) -> Path:
+    p = tmp / "wrapper.toml"
+    p.write_text(f"""
+[cgroup]
+backend = "{backend}"
+parent = "{parent}"
+[signing]
+key_env = "RIGHTSIZER_SIGNING_KEY"
+key_id = "{KEY_ID}"
+[sinks]
+spool = "{tmp / 'spool' / 'usage.jsonl'}"
+[sampler]
+interval = 0.1
+[executor]
+builds_dir = "{tmp / 'builds'}"
+cache_dir = "{tmp / 'cache'}"
+state_dir = "{tmp / 'jobs'}"
+psutil_enforce_memory = true
+""")
+    return p
+
+
+def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = False, live: bool = True,
+             workdir: str | None = None, backend: str = "auto") -> DemoResult:
+    """Run the demo; returns what happened (``ok`` only if all three outcomes happened).
+
+    ``backend`` is the runner wrapper's measurement backend (``auto`` picks real
+    cgroups where the host allows; ``psutil`` forces the unprivileged fallback).
+    """
+    from retry_bot.actions import ActionSettings
+    from retry_bot.config import BotConfig, GitLabSettings, PollSettings
+    from retry_bot.daemon import Bot
+    from retry_bot.gitlab.standin import StandIn, collect_artifacts
+    from runner_wrapper.local_runner import run_job
+
+    started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix="retry-bot-demo-", dir=workdir))
+    key = secrets.token_hex(32)
+    wrapper_cfg = _wrapper_config(tmp, f"retry-bot-demo-{os.getpid()}", backend)
+    tl = _Timeline(out, live)
+    standin = StandIn(token=TOKEN)
+    bot: Bot | None = None
+    result = DemoResult(ok=False)
+    try:
+        url = standin.start()
+        tl.add("gitlab", f"stand-in listening on {url}")
+        standin.add_project("demo/app", project_config(tmp))
+        names: dict[int, str] = {}
+
+        def on_job(job: Any) -> None:
+            if job.spec.is_bridge:
+                if job.status in ("success", "failed"):
+                    tl.add("gitlab", f"bridge {job.name} -> child pipeline {job.downstream_pipeline_id} ({job.status})")
+                return
+            label = f"job {job.id} {job.name}" + (" (manual copy)" if job.spec.when == "manual" else "")
+            if job.status == "manual" and names.get(job.id) != "manual":
+                tl.add("gitlab", f"{label} created in pipeline {job.pipeline_id}, waiting to be played")
+            elif job.status == "pending" and job.job_variables:
+                v = " ".join(f"{x['key']}={x['value']}" for x in job.job_variables)
+                tl.add("gitlab", f"{label} played with {v}")
+            elif job.status in ("success", "failed"):
+                extra = f", {job.failure_reason}, exit code {job.exit_code}" if job.status == "failed" else ""
+                tl.add("gitlab", f"{label} {job.status}{extra}")
+            names[job.id] = job.status
+
+        standin.state.job_listeners.append(on_job)
+
+        driver = [sys.executable, "-m", "runner_wrapper", "--config", str(wrapper_cfg), "--log-level", "warning",
+                  "executor"]
+        backends: list[str] = []
+
+        def execute(payload: dict[str, Any]) -> dict[str, Any]:
+            name = payload["job_info"]["name"]
+            v = {x["key"]: x["value"] for x in payload.get("variables", [])}
+            limit = v.get("KUBERNETES_MEMORY_LIMIT")
+            tl.add("runner", f"job {payload['id']} {name}: runner-wrapper executor"
+                   + (f" (KUBERNETES_MEMORY_LIMIT={limit})" if limit else ""))
+            res = run_job(payload, driver_cmd=driver, workdir=tmp / "runner",
+                          extra_env={"RIGHTSIZER_SIGNING_KEY": key}, preparation_retry_interval=0.2)
+            text = res.log.decode("utf-8", "replace")
+            for ln in text.splitlines():
+                if "runner-wrapper: OOM" in ln or "backend" in ln and "runner-wrapper" in ln:
+                    tl.add("runner", "  " + ln.strip()[:150])
+            if "cgroup-v1" in text:
+                backends.append("cgroup-v1")
+            elif "cgroup-v2" in text:
+                backends.append("cgroup-v2")
+            project_dir = tmp / "builds" / payload["job_info"]["project_full_path"]
+            return {"status": res.status, "failure_reason": res.failure_reason, "exit_code": res.exit_code,
+                    "log": res.log, "artifacts": collect_artifacts(payload, project_dir) if res.status == "success"
+                    else None}
+
+        for _ in range(2):  # two concurrent runners, like a small farm
+            standin.attach_runner(execute, poll_interval=0.05)
+        policy_path = tmp / "policy.toml"
+        policy_path.write_text(DEMO_POLICY)
+        cfg = BotConfig(
+            gitlab=GitLabSettings(url=url, token=TOKEN, token_source="demo", request_timeout_seconds=10,
+                                  max_attempts=3, max_wait_seconds=1, max_total_seconds=20),
+            poll=PollSettings(projects=("demo/app",), interval_seconds=0.3, lookback_seconds=3600),
+            policy_path=str(policy_path), state_url=f"sqlite:///{tmp / 'state.sqlite3'}",
+            signing_keys={KEY_ID: key.encode()}, leader_enabled=False)
+        bot = Bot(cfg, action_settings=ActionSettings(settle_seconds=25.0, child_timeout_seconds=timeout))
+        tl.add("bot", f"polling demo/app every {cfg.poll.interval_seconds}s (state {tmp / 'state.sqlite3'})")
+        pipe = standin.create_pipeline("demo/app")
+        tl.add("gitlab", f"pipeline {pipe.id} created on main: build, compile, fetch")
+
+        seen_decisions: set[int] = set()
+        seen_events: set[int] = set()
+
+        def report_actions(job_id: int) -> None:
+            assert bot is not None
+            for ev in bot.store.history(job_id):
+                if ev["event_id"] in seen_events or ev["kind"] != "action_completed":
+                    continue
+                seen_events.add(ev["event_id"])
+                d = ev["data"]
+                r = d.get("result") or {}
+                what = {"create_pipeline": f"created pipeline {r.get('pipeline_id')} carrying a when:manual copy "
+                                           f"of job {ev['job_id']} (RETRY_BOT_ORIGIN_JOB_ID)",
+                        "play": f"played manual job {r.get('job_id')} with the upgraded variables",
+                        "retry": f"retried job {ev['job_id']} -> job {r.get('new_job_id')}",
+                        "resize": f"resize of job {ev['job_id']} done -> job {r.get('new_job_id')}",
+                        "job_retry": f"jobRetry of job {ev['job_id']} -> job {r.get('new_job_id')}"}.get(
+                    str(d.get("kind")), f"{d.get('kind')} done")
+                tl.add("bot", what)
+
+        def report_cycle() -> None:
+            assert bot is not None
+            for jid in list(seen_decisions):
+                report_actions(jid)
+            for job in standin.jobs("demo/app"):
+                if job.id in seen_decisions or job.spec.is_bridge:
+                    continue
+                rec = bot.store.get_job(job.id)
+                if rec is None or not rec.decided:
+                    continue
+                seen_decisions.add(job.id)
+                c, d = rec.classification, rec.decision or {}
+                tl.add("bot", f"job {job.id} {job.name}: {c.get('family')}/{c.get('category')} "
+                              f"(rule {c.get('rule')}) -> {d.get('action')}")
+                tl.add("bot", f"  why: {d.get('reason')}")
+                report_actions(job.id)
+
+        deadline = time.monotonic() + timeout
+        outcomes: dict[str, bool] = {}
+        while time.monotonic() < deadline:
+            bot.once()
+            report_cycle()
+            outcomes = _outcomes(standin, bot)
+            if all(outcomes.values()):
+                break
+            time.sleep(cfg.poll.interval_seconds)
+        result.outcomes = outcomes
+        result.ok = bool(outcomes) and all(outcomes.values())
+        result.backend = backends[-1] if backends else "psutil fallback"
+    finally:
+        if bot is not None:
+            bot.close()
+        standin.stop()
+        result.seconds = time.monotonic() - started
+        result.timeline = tl.lines
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("", file=out)
+    print(f"measurement backend: {result.backend}", file=out)
+    labels = {"oom_recovered": "OOM-killed build re-created with more memory and succeeded",
+              "compile_left_alone": "compile error left alone (not retried)",
+              "transient_retried_once": "transient network failure retried once, then succeeded"}
+    for k, text in labels.items():
+        print(f"  [{'ok' if result.outcomes.get(k) else 'MISSING'}] {text}", file=out)
+    print(f"demo {'passed' if result.ok else 'FAILED'} in {result.seconds:.1f}s"
+          + (f" (files kept in {tmp})" if keep else ""), file=out)
+    return result
+
+
+def _outcomes(standin: Any, bot: Any) -> dict[str, bool]:
+    jobs = [j for j in standin.jobs("demo/app") if not j.spec.is_bridge]
+    by = lambda n: [j for j in jobs if j.name == n]  # noqa: E731
+    builds = by("build")
+    oom = False
+    if len(builds) >= 2:
+        origin, copies = builds[0], builds[1:]
+        rec = bot.store.get_job(origin.id)
+        ok_copy = [c for c in copies if c.status == "success" and c.spec.when == "manual"]
+        if rec is not None and rec.decided and ok_copy and origin.exit_code == 137:
+            played = {v["key"]: v["value"] for v in ok_copy[0].job_variables}
+            from runner_wrapper.quantity import parse_memory
+
+            oom = (rec.classification.get("family") == "oom" and "record" in str(rec.classification.get("rule"))
+                   and (rec.decision or {}).get("action") == "resize"
+                   and parse_memory(played.get("KUBERNETES_MEMORY_LIMIT", "0")) > 128 * 2**20)
+    compiles = by("compile")
+    crec = bot.store.get_job(compiles[0].id) if compiles else None
+    compile_ok = (len(compiles) == 1 and crec is not None and crec.decided
+                  and (crec.decision or {}).get("action") == "none"
+                  and crec.classification.get("family") == "build_error")
+    fetches = by("fetch")
+    frec = bot.store.get_job(fetches[0].id) if fetches else None
+    fetch_ok = (len(fetches) == 2 and fetches[1].status == "success" and frec is not None
+                and (frec.decision or {}).get("action") == "retry")
+    return {"oom_recovered": oom, "compile_left_alone": compile_ok, "transient_retried_once": fetch_ok}
+
+
+def main_exit_code(result: DemoResult) -> int:
+    return 0 if result.ok else 1
+

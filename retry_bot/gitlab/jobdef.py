@@ -1,0 +1,252 @@
+"""Extract one job's definition from a CI configuration.
+
+A failed job is re-created from the configuration that produced it:
+
+* for an ordinary pipeline, the project's **merged** CI configuration at the
+  pipeline's SHA (``GET /projects/:id/ci/lint?content_ref=SHA&include_merged_yaml=true``):
+  includes, ``extends`` and ``!reference`` are already resolved by GitLab;
+* for a **generated child pipeline** (Spack's ``generate`` job writes the child
+  configuration as an artifact), the configured artifact of the generating job
+  in the parent pipeline.
+
+The parsing half (:func:`find_job`) is pure and works on YAML text; the
+fetching half (:func:`fetch_job_definition`) is the thin edge over
+:class:`~retry_bot.gitlab.client.GitLabClient`.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+__all__ = [
+    "JobDefinition",
+    "GeneratedPipelineSource",
+    "JobDefinitionError",
+    "find_job",
+    "fetch_job_definition",
+    "GLOBAL_KEYWORDS",
+]
+
+#: Top-level keys of a CI configuration that are not jobs.
+GLOBAL_KEYWORDS = frozenset({
+    "default", "include", "stages", "variables", "workflow", "image", "services", "cache",
+    "before_script", "after_script", "types", "spec",
+})
+#: Keys of ``default:`` (and their legacy top-level twins) that a job inherits.
+DEFAULT_KEYS = ("after_script", "artifacts", "before_script", "cache", "hooks", "id_tokens", "image",
+                "interruptible", "retry", "services", "tags", "timeout")
+
+_PARALLEL_NAME = re.compile(r"^(?P<base>.+?) (?P<index>\d+)/(?P<total>\d+)$")
+_MATRIX_NAME = re.compile(r"^(?P<base>.+?): \[(?P<values>.*)\]$")
+
+
+class JobDefinitionError(ValueError):
+    """The job's definition cannot be found or is not usable."""
+
+
+@dataclass(frozen=True)
+class JobDefinition:
+    """One job's own keywords plus what it inherits, ready to be copied.
+
+    ``body`` is the job's mapping with ``default:`` and global keywords
+    inlined (respecting ``inherit:``) and ``extends`` resolved; ``variables``
+    are the job's effective YAML variables (global ones merged in), and
+    ``instance_variables`` the ones that pin a ``parallel`` instance
+    (``CI_NODE_INDEX``/``CI_NODE_TOTAL`` or the matrix values).
+    """
+
+    name: str
+    base_name: str
+    body: Mapping[str, Any]
+    variables: Mapping[str, Any] = field(default_factory=dict)
+    instance_variables: Mapping[str, str] = field(default_factory=dict)
+    source: str = "merged_yaml"
+
+
+@dataclass(frozen=True)
+class GeneratedPipelineSource:
+    """Where a generated child pipeline's configuration lives: an artifact of a job."""
+
+    #: Name (or fnmatch pattern) of the generating job in the parent pipeline.
+    generator_job: str
+    #: Path of the configuration file inside the generator's artifacts.
+    artifact_path: str
+
+
+def _load(text: str) -> dict[str, Any]:
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise JobDefinitionError(f"CI configuration is not valid YAML: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise JobDefinitionError("CI configuration is not a mapping of jobs")
+    return doc
+
+
+def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """GitLab's ``extends`` merge: hashes merge deeply, everything else is replaced."""
+    out = copy.deepcopy(dict(base))
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _resolve_extends(doc: Mapping[str, Any], name: str, depth: int = 0) -> dict[str, Any]:
+    if depth > 11:  # GitLab's own limit is 11 levels
+        raise JobDefinitionError(f"job {name!r}: extends nests too deeply")
+    job = doc.get(name)
+    if not isinstance(job, Mapping):
+        raise JobDefinitionError(f"extends target {name!r} is not a job or template")
+    parents = job.get("extends")
+    if not parents:
+        return dict(job)
+    if isinstance(parents, str):
+        parents = [parents]
+    merged: dict[str, Any] = {}
+    for p in parents:
+        merged = _deep_merge(merged, _resolve_extends(doc, str(p), depth + 1))
+    own = {k: v for k, v in job.items() if k != "extends"}
+    return _deep_merge(merged, own)
+
+
+def _matrix_instances(matrix: Any) -> list[dict[str, str]]:
+    """Every variable combination of ``parallel: matrix:``, in GitLab's order."""
+    out: list[dict[str, str]] = []
+    if not isinstance(matrix, list):
+        return out
+    for entry in matrix:
+        if not isinstance(entry, Mapping):
+            continue
+        keys = list(entry)
+        values = [v if isinstance(v, list) else [v] for v in entry.values()]
+        for combo in itertools.product(*values):
+            out.append({k: str(v) for k, v in zip(keys, combo)})
+    return out
+
+
+def _var_value(v: Any) -> Any:
+    return v.get("value", "") if isinstance(v, Mapping) else v
+
+
+def find_job(config_text: str, job_name: str, *, source: str = "merged_yaml") -> JobDefinition:
+    """Find ``job_name`` in a CI configuration and return its self-contained definition.
+
+    Handles ``parallel: N`` instance names (``build 2/4``) and
+    ``parallel: matrix`` names (``build: [linux, amd64]``), ``extends``
+    (normally already resolved in a merged configuration), ``default:``,
+    legacy global keywords and ``inherit:``.
+
+    Raises:
+        JobDefinitionError: the configuration has no such job, or is malformed.
+    """
+    doc = _load(config_text)
+    base = job_name
+    instance: dict[str, str] = {}
+    if job_name not in doc:
+        m = _PARALLEL_NAME.match(job_name)
+        mm = _MATRIX_NAME.match(job_name)
+        if m and isinstance(doc.get(m.group("base")), Mapping):
+            base = m.group("base")
+            instance = {"CI_NODE_INDEX": m.group("index"), "CI_NODE_TOTAL": m.group("total")}
+        elif mm and isinstance(doc.get(mm.group("base")), Mapping):
+            base = mm.group("base")
+            wanted = [v.strip() for v in mm.group("values").split(",")]
+            par = doc[base].get("parallel")
+            matrix = par.get("matrix") if isinstance(par, Mapping) else None
+            for combo in _matrix_instances(matrix):
+                if list(combo.values()) == wanted:
+                    instance = combo
+                    break
+            else:
+                raise JobDefinitionError(f"job {job_name!r}: no parallel:matrix entry gives these values")
+        else:
+            raise JobDefinitionError(f"job {job_name!r} is not in the CI configuration ({source})")
+    if base in GLOBAL_KEYWORDS or base.startswith("."):
+        raise JobDefinitionError(f"{base!r} is not a job")
+    body = _resolve_extends(doc, base)
+    if "trigger" in body:
+        raise JobDefinitionError(f"job {job_name!r} is a trigger (bridge) job, not a build job")
+    if "script" not in body and "run" not in body:
+        raise JobDefinitionError(f"job {job_name!r} has no script")
+
+    inherit = body.get("inherit") if isinstance(body.get("inherit"), Mapping) else {}
+    inh_default = inherit.get("default", True)
+    inh_vars = inherit.get("variables", True)
+
+    defaults: dict[str, Any] = {}
+    for k in DEFAULT_KEYS:  # legacy top-level keywords first, ``default:`` wins
+        if k in doc and k not in ("tags", "retry", "timeout", "interruptible", "artifacts", "hooks", "id_tokens"):
+            defaults[k] = doc[k]
+    if isinstance(doc.get("default"), Mapping):
+        defaults.update({k: v for k, v in doc["default"].items() if k in DEFAULT_KEYS})
+    for k, v in defaults.items():
+        allowed = inh_default is True or (isinstance(inh_default, list) and k in inh_default)
+        if allowed and k not in body:
+            body[k] = copy.deepcopy(v)
+
+    variables: dict[str, Any] = {}
+    gvars = doc.get("variables") if isinstance(doc.get("variables"), Mapping) else {}
+    for k, v in gvars.items():
+        if inh_vars is True or (isinstance(inh_vars, list) and k in inh_vars):
+            variables[str(k)] = _var_value(v)
+    jvars = body.get("variables") if isinstance(body.get("variables"), Mapping) else {}
+    for k, v in jvars.items():
+        variables[str(k)] = v
+    return JobDefinition(name=job_name, base_name=base, body=body, variables=variables,
+                         instance_variables=instance, source=source)
+
+
+# --------------------------------------------------------------------------- the edge
+
+
+def _matches(name: str, pattern: str) -> bool:
+    return name == pattern or fnmatch.fnmatchcase(name, pattern)
+
+
+def fetch_job_definition(client: Any, project: int | str, job: Mapping[str, Any], *,
+                         pipeline_source: str | None = None,
+                         generated: Sequence[GeneratedPipelineSource] = (),
+                         parent_pipeline_id: int | None = None) -> JobDefinition:
+    """Fetch and extract the definition of the failed ``job`` (REST job JSON).
+
+    For a child pipeline (``pipeline_source == "parent_pipeline"``) with a
+    configured generator, the configuration comes from the generator job's
+    artifact in the parent pipeline; otherwise from the merged CI
+    configuration at the pipeline's SHA.
+    """
+    name = str(job.get("name") or "")
+    pipeline = job.get("pipeline") or {}
+    sha = pipeline.get("sha") or (job.get("commit") or {}).get("id")
+    errors: list[str] = []
+    if pipeline_source == "parent_pipeline" and generated and parent_pipeline_id:
+        jobs = client.pipeline_jobs(project, parent_pipeline_id)
+        for src in generated:
+            gens = [j for j in jobs if _matches(str(j.get("name", "")), src.generator_job)
+                    and j.get("status") == "success"]
+            for gen in sorted(gens, key=lambda j: -int(j.get("id", 0))):
+                try:
+                    raw = client.job_artifact(project, int(gen["id"]), src.artifact_path)
+                    return find_job(raw.decode("utf-8", "replace"), name,
+                                    source=f"artifact {src.artifact_path} of job {gen['id']}")
+                except JobDefinitionError as exc:
+                    errors.append(str(exc))
+                except Exception as exc:  # noqa: BLE001 - report and try the next source
+                    errors.append(f"artifact {src.artifact_path} of job {gen.get('id')}: {exc}")
+    if not sha:
+        raise JobDefinitionError(f"job {name!r}: its pipeline has no SHA")
+    try:
+        merged = client.merged_ci_yaml(project, sha)
+        return find_job(merged, name, source=f"merged CI configuration at {str(sha)[:12]}")
+    except JobDefinitionError as exc:
+        errors.append(str(exc))
+    raise JobDefinitionError("; ".join(errors))

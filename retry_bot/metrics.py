@@ -1,0 +1,63 @@
+"""Prometheus metrics of the live bot.
+
+One :class:`BotMetrics` per process, registered on an explicit
+:class:`prometheus_client.CollectorRegistry` (so tests and the demo can run
+several bots in one process).  The HTTP server (``retry_bot.server``) exposes
+the registry on ``/metrics``.
+
+=================================================  =====================================
+metric                                             labels
+=================================================  =====================================
+``retry_bot_jobs_classified_total``                ``family``, ``category``
+``retry_bot_decisions_total``                      ``action`` (retry, resize, none)
+``retry_bot_actions_total``                        ``kind``, ``outcome``
+``retry_bot_oom_recoveries_total``                 (a resized OOM lineage that succeeded)
+``retry_bot_gitlab_api_calls_total``               ``api`` (rest, graphql), ``method``, ``endpoint``
+``retry_bot_gitlab_api_errors_total``              ``api``, ``status`` (``none``: no answer)
+``retry_bot_poll_duration_seconds``                histogram of one cycle
+``retry_bot_poll_cycles_total``                    ``outcome``
+``retry_bot_last_poll_timestamp_seconds``          gauge
+``retry_bot_is_leader``                            gauge
+=================================================  =====================================
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from retry_bot.gitlab.client import ApiCall
+
+__all__ = ["BotMetrics"]
+
+
+class BotMetrics:
+    """The bot's counters and histograms on ``registry``."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.jobs_classified = Counter("retry_bot_jobs_classified", "Failed jobs classified",
+                                       ["family", "category"], registry=r)
+        self.decisions = Counter("retry_bot_decisions", "Decisions made", ["action"], registry=r)
+        self.actions = Counter("retry_bot_actions", "Actions carried out on GitLab",
+                               ["kind", "outcome"], registry=r)
+        self.oom_recoveries = Counter("retry_bot_oom_recoveries",
+                                      "OOM-killed jobs whose re-created attempt succeeded", registry=r)
+        self.api_calls = Counter("retry_bot_gitlab_api_calls", "HTTP requests to GitLab",
+                                 ["api", "method", "endpoint"], registry=r)
+        self.api_errors = Counter("retry_bot_gitlab_api_errors", "GitLab requests that failed",
+                                  ["api", "status"], registry=r)
+        self.poll_duration = Histogram("retry_bot_poll_duration_seconds", "Duration of one poll cycle",
+                                       buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+                                       registry=r)
+        self.poll_cycles = Counter("retry_bot_poll_cycles", "Poll cycles", ["outcome"], registry=r)
+        self.last_poll = Gauge("retry_bot_last_poll_timestamp_seconds", "End of the last poll cycle",
+                               registry=r)
+        self.is_leader = Gauge("retry_bot_is_leader", "1 when this process holds the leader lease",
+                               registry=r)
+
+    def observe_api_call(self, call: ApiCall) -> None:
+        """Observer for :class:`~retry_bot.gitlab.client.GitLabClient`."""
+        self.api_calls.labels(call.api, call.method, call.endpoint).inc()
+        if call.status is None or call.status >= 400:
+            self.api_errors.labels(call.api, "none" if call.status is None else str(call.status)).inc()

@@ -1,0 +1,506 @@
+"""One poll cycle: find newly failed jobs, judge each exactly once, act.
+
+For every watched project (configured, or every project of configured groups):
+
+1. list failed jobs newest first (keyset, ``id desc``, one page of 100 per
+   request), stopping at the look-back bound by ``created_at``: job ids are
+   assigned at creation, so a long job created before newer ones can fail
+   after them, and the largest id seen is no safe stopping point
+   (gitlab-mechanics §5).  Child pipelines are in the same project, so their
+   jobs are in the same list.  An idle project costs one request.
+2. skip what the state store already decided (de-duplication by job id);
+3. for each new failed job (oldest first): GraphQL for what REST lacks
+   (``exitCode``, ``retried``, ``manualJob``), the trace tail (bounded), the
+   signed usage record in it; classify; build the lineage; decide; record.
+4. carry the decision out through :class:`~retry_bot.actions.ActionRunner`
+   (intent first, exactly once), or only log it in dry-run mode.
+
+Every cycle also drives open intents (resizes waiting for their child
+pipeline, backoffs that came due, writes a crash left open) and checks the
+jobs the bot created until they finish, which records OOM recoveries.
+
+Everything here is the thin edge between GitLab and the pure core
+(:func:`retry_bot.classify.classify`, :func:`retry_bot.decide.decide`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping, Sequence
+
+from retry_bot.actions import ActionRequest, ActionRunner
+from retry_bot.classify import classify, extract_verified_record, facts_from_job_json
+from retry_bot.decide import ClassUsage, Decision, LineageAttempt, decide
+from retry_bot.gitlab.client import GitLabApiError, GitLabClient, NotFound, parse_time
+from retry_bot.gitlab.jobdef import (GeneratedPipelineSource, JobDefinition, JobDefinitionError,
+                                     fetch_job_definition)
+from retry_bot.gitlab.recreate import ChildPipelineSpec, build_child_config, pipeline_variables
+from retry_bot.model import Classification, JobFacts
+from retry_bot.state import LeadershipLost
+from runner_wrapper.logconfig import get_logger
+from runner_wrapper.quantity import QuantityError, parse_memory
+
+__all__ = ["Poller", "PollerSettings", "CycleReport", "JobOutcome", "WATCH_SCOPE"]
+
+log = get_logger("retry_bot.poller")
+
+#: Watermark scope holding the jobs the bot created and still follows.
+WATCH_SCOPE = "retry-bot:watch"
+_FINAL = ("success", "failed", "canceled", "skipped")
+
+
+@dataclass(frozen=True)
+class PollerSettings:
+    projects: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    lookback_seconds: float = 26 * 3600.0
+    per_page: int = 100
+    max_jobs_per_cycle: int = 50
+    group_refresh_cycles: int = 30
+    trace_tail_bytes: int = 256 * 1024
+    dry_run: bool = False
+    generated: tuple[GeneratedPipelineSource, ...] = ()
+    #: Jobs the bot created that it follows to their end, at most.
+    max_watched: int = 500
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    job_id: int
+    project: str
+    web_url: str | None
+    family: str
+    category: str
+    action: str
+    reason: str
+    acted: str = ""
+
+
+@dataclass
+class CycleReport:
+    started: float
+    seconds: float = 0.0
+    projects: int = 0
+    listed: int = 0
+    decided: list[JobOutcome] = field(default_factory=list)
+    actions: list[Any] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Project:
+    id: int
+    path: str
+
+
+class Poller:
+    """Polls GitLab and decides failed jobs; one instance per process.
+
+    Args:
+        client: the GitLab edge.
+        store: the state store (:func:`retry_bot.state.open_store`).
+        policy: a callable returning the policy in force (SIGHUP swaps it).
+        taxonomy: the classifier's rules.
+        signing_keys: key id -> key, to verify usage records.
+        actions: carries decisions out.
+        predictor: optional ``(facts, record) -> predicted memory bytes``.
+    """
+
+    def __init__(self, client: GitLabClient, store: Any, *, settings: PollerSettings,
+                 policy: Callable[[], Any], taxonomy: Any, signing_keys: Mapping[str, bytes],
+                 actions: ActionRunner, metrics: Any = None, clock: Callable[[], float] = time.time,
+                 predictor: Callable[[JobFacts, Any], int | None] | None = None) -> None:
+        self.client = client
+        self.store = store
+        self.settings = settings
+        self.policy = policy
+        self.taxonomy = taxonomy
+        self.keys = dict(signing_keys)
+        self.actions = actions
+        self.metrics = metrics
+        self.clock = clock
+        self.predictor = predictor
+        self._projects: list[_Project] = []
+        self._cycles = 0
+        self._paths: dict[int, str] = {}
+        actions.on_new_job = self._watch_new_job
+
+    # ------------------------------------------------------------------ projects
+
+    def projects(self) -> list[_Project]:
+        """Configured projects plus every project of configured groups (re-listed now and then)."""
+        if self._projects and (self._cycles % max(1, self.settings.group_refresh_cycles)) != 0:
+            return self._projects
+        found: dict[int, _Project] = {p.id: p for p in self._projects}
+        for ref in self.settings.projects:
+            if any(p.path == ref or str(p.id) == ref for p in found.values()):
+                continue
+            try:
+                pj = self.client.get_project(ref)
+            except GitLabApiError as exc:
+                log.error("project_unavailable", project=ref, error=str(exc))
+                continue
+            found[int(pj["id"])] = _Project(int(pj["id"]), str(pj.get("path_with_namespace") or ref))
+        for g in self.settings.groups:
+            try:
+                for pj in self.client.group_projects(g):
+                    if pj.get("archived"):
+                        continue
+                    found[int(pj["id"])] = _Project(int(pj["id"]), str(pj.get("path_with_namespace")))
+            except GitLabApiError as exc:
+                log.error("group_unavailable", group=g, error=str(exc))
+        self._projects = sorted(found.values(), key=lambda p: p.id)
+        self._paths.update({p.id: p.path for p in self._projects})
+        return self._projects
+
+    # ------------------------------------------------------------------ the cycle
+
+    def run_cycle(self, *, stop: Callable[[], bool] = lambda: False) -> CycleReport:
+        """One full cycle over every project; ``stop()`` is checked between jobs."""
+        t0 = time.monotonic()
+        report = CycleReport(started=self.clock())
+        try:
+            report.actions.extend(self.actions.resume_all())
+            projects = self.projects()
+            report.projects = len(projects)
+            for proj in projects:
+                if stop():
+                    break
+                try:
+                    self.poll_project(proj, report, stop=stop)
+                except GitLabApiError as exc:
+                    report.errors.append(f"{proj.path}: {exc}")
+                    log.error("project_poll_failed", project=proj.path, error=str(exc))
+            if not stop():
+                self.follow_watched(report)
+        finally:
+            self._cycles += 1
+            report.seconds = time.monotonic() - t0
+            if self.metrics is not None:
+                self.metrics.poll_duration.observe(report.seconds)
+                self.metrics.poll_cycles.labels("error" if report.errors else "ok").inc()
+                self.metrics.last_poll.set(self.clock())
+        log.info("poll_cycle_done", seconds=round(report.seconds, 3), projects=report.projects,
+                 listed=report.listed, decided=len(report.decided), errors=len(report.errors))
+        return report
+
+    def poll_project(self, proj: _Project, report: CycleReport, *, stop: Callable[[], bool] = lambda: False) -> None:
+        now = self.clock()
+        since = now - self.settings.lookback_seconds
+        new: list[Mapping[str, Any]] = []
+        top_id = 0
+        for job in self.client.iter_failed_jobs(proj.id, per_page=self.settings.per_page):
+            report.listed += 1
+            created = parse_time(job.get("created_at"))
+            if created is not None and created.timestamp() < since:
+                break
+            jid = int(job["id"])
+            top_id = max(top_id, jid)
+            rec = self.store.get_job(jid)
+            if rec is not None and rec.decided:
+                continue
+            new.append(job)
+            if len(new) >= self.settings.max_jobs_per_cycle:
+                break
+        for job in sorted(new, key=lambda j: int(j["id"])):
+            if stop():
+                break
+            try:
+                out = self.handle_job(proj, job)
+            except GitLabApiError as exc:
+                report.errors.append(f"job {job.get('id')}: {exc}")
+                log.error("job_handling_failed", job_url=job.get("web_url"), job_id=job.get("id"), error=str(exc),
+                          note="not decided; tried again next cycle")
+                continue
+            except LeadershipLost:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one odd job must not stop the others
+                report.errors.append(f"job {job.get('id')}: {type(exc).__name__}: {exc}")
+                log.exception("job_handling_crashed", job_url=job.get("web_url"), job_id=job.get("id"),
+                              note="not decided; tried again next cycle")
+                continue
+            if out is not None:
+                report.decided.append(out)
+        # The watermark records how far this project was looked at (for `state check` and
+        # restarts); written when it moves, and at least every 5 minutes, not every cycle.
+        wm = self.store.get_watermark(f"project:{proj.id}") or {}
+        top = max(top_id, int(wm.get("max_job_id", 0)))
+        if top != wm.get("max_job_id") or now - float(wm.get("polled_at", 0)) >= 300:
+            self.store.set_watermark(f"project:{proj.id}", {
+                "max_job_id": top, "polled_at": now, "lookback_from": since, "path": proj.path})
+
+    # ------------------------------------------------------------------ one job
+
+    def _facts(self, proj: _Project, job: Mapping[str, Any], details: Mapping[str, Any]) -> JobFacts:
+        data = dict(job)
+        data.setdefault("project", {"id": proj.id, "path_with_namespace": proj.path})
+        if isinstance(data.get("project"), Mapping) and not data["project"].get("path_with_namespace"):
+            data["project"] = {**data["project"], "path_with_namespace": proj.path}
+        facts = facts_from_job_json(data)
+        exit_code = details.get("exitCode")
+        pipe = details.get("pipeline") or {}
+        return replace(facts, project_id=proj.id, project_path=proj.path,
+                       exit_code=int(exit_code) if isinstance(exit_code, int) else facts.exit_code,
+                       pipeline_source=facts.pipeline_source or pipe.get("source"))
+
+    def handle_job(self, proj: _Project, job: Mapping[str, Any]) -> JobOutcome | None:
+        """Classify, decide and act on one failed job (exactly once)."""
+        jid = int(job["id"])
+        try:
+            details = self.client.job_details(proj.path, jid)
+        except NotFound:
+            log.warning("graphql_job_not_found", job_url=job.get("web_url"), job_id=jid,
+                        note="deciding without exitCode/retried (does the token see the project in GraphQL?)")
+            details = {}
+        tail = self.client.trace_tail(proj.id, jid, self.settings.trace_tail_bytes)
+        facts = self._facts(proj, job, details)
+        record, rejected = extract_verified_record(tail, self.keys)
+        if rejected:
+            log.warning("usage_record_rejected", job_url=facts.web_url, reason=rejected)
+        if record is not None:
+            try:
+                self.store.add_usage_record(record.to_dict(), "trace", trusted=True)
+            except Exception as exc:  # noqa: BLE001 - history is a bonus, never block a decision
+                log.warning("usage_record_not_stored", job_url=facts.web_url, error=str(exc))
+        if record is not None and record.job.variables:
+            facts = replace(facts, variables={**record.job.variables, **facts.variables})
+        classification = classify(facts, tail, self.taxonomy, record)
+        must_decide = self.store.mark_job_seen(jid, proj.id, _facts_dict(facts), _cls_dict(classification))
+        if not must_decide:
+            return None
+        if self.metrics is not None:
+            self.metrics.jobs_classified.labels(classification.family.value, classification.category).inc()
+        if record is not None and self.store.origin_of(jid) != jid:
+            self.store.update_lineage_member(jid, memory_peak_bytes=record.usage.memory_peak_bytes,
+                                             status=facts.status)
+        policy = self.policy()
+        defn = None
+        if record is None and classification.family.value in ("oom", "timeout") and self.store.origin_of(jid) == jid:
+            # No usage record (e.g. the Kubernetes executor): the limits in force are the
+            # job's YAML variables, which the definition (needed to re-create it anyway) has.
+            try:
+                defn = self._definition(proj, job, facts)
+                yaml_vars = {k: str(v) for k, v in defn.variables.items() if not isinstance(v, Mapping)}
+                facts = replace(facts, variables={**yaml_vars, **facts.variables})
+            except (JobDefinitionError, ValueError, NotFound) as exc:
+                log.info("job_definition_unavailable", job_url=facts.web_url, reason=str(exc))
+        lineage = self._lineage(jid, facts, classification, record)
+        predicted = None
+        if self.predictor is not None:
+            try:
+                predicted = self.predictor(facts, record)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("prediction_failed", job_url=facts.web_url, error=str(exc))
+        now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
+        usage = self._class_usage()
+        decision = decide(facts, classification, lineage, policy, usage, record=record,
+                          predicted_memory_bytes=predicted, now=now)
+        if decision.action.value != "none" and details.get("retried"):
+            decision = replace(decision, action=type(decision.action)("none"),
+                               reason=f"job {jid} was already retried in GitLab (retry: keyword or a person)",
+                               rule="already_retried")
+        if decision.action.value != "none" and policy.skip_superseded and self._superseded(proj, facts):
+            decision = decide(facts, classification, lineage, policy, usage, record=record,
+                              predicted_memory_bytes=predicted, superseded=True, now=now)
+        dry = self.settings.dry_run or decision.dry_run
+        acted = ""
+        req = None
+        if decision.action.value != "none":
+            try:
+                req = self._request(proj, job, facts, classification, decision, lineage, details, defn)
+            except (JobDefinitionError, ValueError, NotFound) as exc:
+                decision = replace(decision, action=type(decision.action)("none"),
+                                   reason=f"{decision.reason}; but the job cannot be re-created: {exc}",
+                                   rule="job_definition")
+                req = None
+        intent = None
+        if req is not None and not dry:
+            intent = self.actions.start(req)  # committed before the decision: a crash in between re-decides
+        dec = decision.to_dict()
+        dec.update(job_url=facts.web_url, dry_run=dry, classification_rule=classification.rule,
+                   evidence=list(classification.evidence)[:5])
+        self.store.record_decision(jid, dec)
+        if self.metrics is not None:
+            self.metrics.decisions.labels(decision.action.value).inc()
+        log.info("job_decided", job_url=facts.web_url, job_id=jid, project=proj.path, job_name=facts.name,
+                 family=classification.family.value, category=classification.category,
+                 classification_rule=classification.rule, decision=decision.action.value,
+                 reason=decision.reason, rule=decision.rule, dry_run=dry,
+                 variables=decision.variables or None, runner_class=decision.runner_class)
+        if intent is not None:
+            outcome = self.actions.drive(intent)
+            acted = outcome.status
+        elif req is not None:
+            acted = "dry_run"
+            log.info("dry_run_no_write", job_url=facts.web_url, would=req.kind, variables=dict(req.variables))
+        return JobOutcome(jid, proj.path, facts.web_url, classification.family.value, classification.category,
+                          decision.action.value, decision.reason, acted)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _lineage(self, jid: int, facts: JobFacts, cls: Classification, record: Any) -> list[LineageAttempt]:
+        lin = self.store.lineage_for(jid)
+        out: list[LineageAttempt] = []
+        for m in lin.attempts:
+            fam = cat = None
+            finished = None
+            if m.job_id == jid:
+                fam, cat = cls.family.value, cls.category
+                finished = facts.finished_at
+            else:
+                rec = self.store.get_job(m.job_id)
+                if rec is not None:
+                    fam = (rec.classification or {}).get("family")
+                    cat = (rec.classification or {}).get("category")
+                    finished = (rec.facts or {}).get("finished_at")
+            limit = m.memory_limit_bytes
+            peak = m.memory_peak_bytes
+            if m.job_id == jid:
+                limit, peak = _record_memory(record, facts, limit, peak)
+            out.append(LineageAttempt(job_id=m.job_id, action=m.action, family=fam, category=cat,
+                                      memory_limit_bytes=limit, memory_peak_bytes=peak,
+                                      runner_class=m.runner_class, finished_at=finished))
+        if not any(a.job_id == jid for a in out):
+            limit, peak = _record_memory(record, facts, None, None)
+            out.append(LineageAttempt(job_id=jid, action="origin" if not out else "retry",
+                                      family=cls.family.value, category=cls.category,
+                                      memory_limit_bytes=limit, memory_peak_bytes=peak,
+                                      finished_at=facts.finished_at))
+        return out
+
+    def _class_usage(self) -> ClassUsage:
+        """Jobs the bot started that still run, per runner class (for the policy's caps)."""
+        watched = (self.store.get_watermark(WATCH_SCOPE) or {}).get("jobs", [])
+        return ClassUsage.from_jobs((w.get("runner_class") or "", w.get("user"), w.get("project"))
+                                    for w in watched if w.get("runner_class"))
+
+    def _superseded(self, proj: _Project, facts: JobFacts) -> bool:
+        """A newer pipeline on the same ref, at another commit, that is not a child pipeline."""
+        if not facts.ref or not facts.pipeline_id:
+            return False
+        try:
+            pipes = self.client.latest_pipelines(proj.id, facts.ref, limit=20)
+        except GitLabApiError as exc:
+            log.warning("superseded_check_failed", job_url=facts.web_url, error=str(exc))
+            return False
+        return any(int(p["id"]) > facts.pipeline_id and p.get("sha") != facts.sha
+                   and p.get("source") != "parent_pipeline" for p in pipes)
+
+    def _request(self, proj: _Project, job: Mapping[str, Any], facts: JobFacts, cls: Classification,
+                 decision: Decision, lineage: Sequence[LineageAttempt], details: Mapping[str, Any],
+                 defn: JobDefinition | None = None) -> ActionRequest:
+        origin = self.store.origin_of(facts.job_id)
+        base = dict(project_id=proj.id, project_path=proj.path, job_id=facts.job_id, job_name=facts.name,
+                    pipeline_id=facts.pipeline_id, ref=facts.ref, origin_job_id=origin,
+                    attempt=decision.attempt, web_url=facts.web_url, family=cls.family.value,
+                    category=cls.category, runner_class=decision.runner_class,
+                    memory_limit_bytes=decision.memory_limit_bytes,
+                    not_before=self.clock() + float(decision.delay_seconds or 0.0))
+        if decision.action.value == "retry":
+            return ActionRequest(kind="retry", **base)
+        variables = {str(k): str(v) for k, v in decision.variables.items()}
+        is_copy = origin != facts.job_id and bool(details.get("manualJob"))
+        if is_copy:
+            # A bot-created manual job that already ran: GraphQL jobRetry with variables
+            # (the new job starts at once).  Tags cannot change this way; a class change
+            # re-creates from the definition instead.
+            prev = next((a for a in lineage if a.job_id == facts.job_id), None)
+            if prev is None or decision.runner_class in (None, prev.runner_class):
+                return ActionRequest(kind="job_retry", variables=variables, **base)
+        defn = defn or self._definition(proj, job, facts)
+        spec = ChildPipelineSpec(origin_job_id=origin, origin_pipeline_id=facts.pipeline_id,
+                                 failed_job_id=facts.job_id, attempt=decision.attempt,
+                                 runner_class=decision.runner_class, tags=tuple(decision.tags))
+        text = build_child_config(defn, spec)
+        return ActionRequest(kind="resize", variables=variables, pipeline_variables=pipeline_variables(text, spec),
+                             **base)
+
+    def _definition(self, proj: _Project, job: Mapping[str, Any], facts: JobFacts) -> JobDefinition:
+        return fetch_job_definition(self.client, proj.id, job, pipeline_source=facts.pipeline_source,
+                                    generated=self.settings.generated,
+                                    parent_pipeline_id=self._parent_pipeline(proj, facts))
+
+    def _parent_pipeline(self, proj: _Project, facts: JobFacts) -> int | None:
+        """The parent of a child pipeline: the newest pipeline on the ref whose bridge triggered it."""
+        if facts.pipeline_source != "parent_pipeline" or not self.settings.generated:
+            return None
+        for p in self.client.latest_pipelines(proj.id, facts.ref, limit=10):
+            if int(p["id"]) >= facts.pipeline_id or p.get("source") == "parent_pipeline":
+                continue
+            for b in self.client.pipeline_bridges(proj.id, int(p["id"])):
+                if (b.get("downstream_pipeline") or {}).get("id") == facts.pipeline_id:
+                    return int(p["id"])
+        return None
+
+    # ------------------------------------------------------------------ follow the jobs we created
+
+    def _watch_new_job(self, req: ActionRequest, new_job_id: int) -> None:
+        doc = self.store.get_watermark(WATCH_SCOPE) or {"jobs": []}
+        jobs = [j for j in doc.get("jobs", []) if j.get("job_id") != new_job_id]
+        jobs.append({"job_id": new_job_id, "project_id": req.project_id, "project": req.project_path,
+                     "origin_job_id": req.origin_job_id, "family": req.family, "kind": req.kind,
+                     "runner_class": req.runner_class, "since": self.clock()})
+        self.store.set_watermark(WATCH_SCOPE, {"jobs": jobs[-self.settings.max_watched:]})
+
+    def follow_watched(self, report: CycleReport) -> None:
+        """Check the jobs the bot created; record their end (and OOM recoveries)."""
+        doc = self.store.get_watermark(WATCH_SCOPE) or {}
+        jobs = list(doc.get("jobs", []))
+        if not jobs:
+            return
+        keep = []
+        for w in jobs:
+            try:
+                j = self.client.get_job(int(w["project_id"]), int(w["job_id"]))
+            except NotFound:
+                continue
+            except GitLabApiError as exc:
+                report.errors.append(f"watched job {w.get('job_id')}: {exc}")
+                keep.append(w)
+                continue
+            status = j.get("status")
+            if status not in _FINAL:
+                keep.append(w)
+                continue
+            self.store.update_lineage_member(int(w["job_id"]), status=status)
+            if status == "success" and w.get("family") == "oom" and w.get("kind") in ("resize", "job_retry"):
+                if self.metrics is not None:
+                    self.metrics.oom_recoveries.inc()
+                log.info("oom_recovered", job_url=j.get("web_url"), job_id=w["job_id"],
+                         origin_job_id=w.get("origin_job_id"), runner_class=w.get("runner_class"))
+            else:
+                log.info("recreated_job_finished", job_url=j.get("web_url"), job_id=w["job_id"], status=status,
+                         origin_job_id=w.get("origin_job_id"))
+        if len(keep) != len(jobs):
+            self.store.set_watermark(WATCH_SCOPE, {"jobs": keep})
+
+
+def _record_memory(record: Any, facts: JobFacts, limit: int | None, peak: int | None) -> tuple[int | None, int | None]:
+    if record is not None:
+        limit = record.limits.memory_limit_bytes or limit
+        peak = record.usage.memory_peak_bytes or peak
+    if limit is None:
+        for name in ("KUBERNETES_MEMORY_LIMIT",):
+            v = facts.variables.get(name)
+            if v:
+                try:
+                    limit = parse_memory(v)
+                except QuantityError:
+                    pass
+    return limit, peak
+
+
+def _facts_dict(f: JobFacts) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    d = asdict(f)
+    d["tags"] = list(f.tags)
+    d["variables"] = dict(f.variables)
+    return d
+
+
+def _cls_dict(c: Classification) -> dict[str, Any]:
+    return {"family": c.family.value, "category": c.category, "rule": c.rule,
+            "evidence": list(c.evidence)[:10], "confidence": c.confidence}

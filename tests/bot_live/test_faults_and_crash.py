@@ -1,0 +1,200 @@
+"""Exactly-once under failure: 20% of API calls failing (also after GitLab changed state), and
+SIGKILL of the real `retry-bot run` process in the middle of an action."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from retry_bot.gitlab.standin import Fault
+from retry_bot.state import open_store
+from tests.bot_live.farm import (ENV, ROOT, Farm, bot_config_text, compile_error, cycle_until, flaky_dns, make_bot,
+                                 needs_memory, POLICY)
+
+
+def _by_name(farm, project, name):
+    return [j for j in farm.standin.jobs(project) if j.name == name]
+
+
+def _assert_no_duplicate_writes(farm):
+    retries = collections.Counter(j.retry_of for j in farm.standin.jobs() if j.retry_of is not None)
+    assert all(n == 1 for n in retries.values()), f"a job was retried more than once: {retries}"
+    created = collections.Counter()
+    for p in farm.standin.pipelines():
+        v = farm.standin.pipeline_variables(p.id)
+        if "RETRY_BOT_FAILED_JOB_ID" in v:
+            created[v["RETRY_BOT_FAILED_JOB_ID"]] += 1
+    assert all(n == 1 for n in created.values()), f"a job was re-created more than once: {created}"
+    return retries, created
+
+
+def test_with_20_percent_of_api_calls_failing_every_job_is_decided_exactly_once(tmp_path):
+    farm = Farm({"oom": needs_memory(300), "dns": flaky_dns(1), "compile": compile_error,
+                 "oom2": needs_memory(700), "dns2": flaky_dns(1)})
+    bot = None
+    try:
+        farm.add_project("grp/a", {"oom": {"stage": "build", "tags": ["small"], "script": ["make"],
+                                           "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}},
+                                   "dns": {"stage": "build", "tags": ["small"], "script": ["curl"]},
+                                   "compile": {"stage": "build", "tags": ["small"], "script": ["make"]}})
+        farm.add_project("grp/b", {"oom2": {"stage": "build", "tags": ["medium"], "script": ["make"],
+                                            "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}},
+                                   "dns2": {"stage": "build", "tags": ["small"], "script": ["curl"]}})
+        farm.standin.create_pipeline("grp/a")
+        farm.standin.create_pipeline("grp/b")
+        assert farm.standin.wait_for(lambda: sum(j.status == "failed" for j in farm.standin.jobs()) == 5)
+        f = farm.standin.faults
+        f.reseed(int(os.environ.get("FARM_SEED", "4")))
+        # after GitLab acted: the answer is lost, replaced by a 502, or arrives too late
+        f.add(Fault("status", method="POST", phase="after", status=502, probability=0.08))
+        f.add(Fault("drop", method="POST", phase="after", probability=0.06))
+        f.add(Fault("slow", method="POST", phase="after", delay=2.5, probability=0.04))
+        # before GitLab acted
+        f.add(Fault("status", phase="before", status=503, probability=0.10))
+        f.add(Fault("rate_limit", phase="before", retry_after=0, probability=0.05))
+        f.add(Fault("drop", phase="before", probability=0.04))
+        bot = make_bot(farm, tmp_path, ["grp/a", "grp/b"], settle=3.0, timeout=2.0, attempts=3)
+
+        def done():
+            return (any(j.status == "success" for j in _by_name(farm, "grp/a", "oom"))
+                    and any(j.status == "success" for j in _by_name(farm, "grp/b", "oom2"))
+                    and any(j.status == "success" for j in _by_name(farm, "grp/a", "dns"))
+                    and any(j.status == "success" for j in _by_name(farm, "grp/b", "dns2"))
+                    and not bot.store.open_intents()
+                    and all(bot.store.get_job(j.id) is not None and bot.store.get_job(j.id).decided
+                            for j in farm.standin.jobs() if j.status == "failed" and not j.spec.is_bridge))
+        assert cycle_until(bot, done, timeout=75, pause=0.1), [(j.id, j.name, j.status) for j in farm.standin.jobs()]
+        calls = farm.standin.calls
+        faulted = sum(1 for c in calls if c.fault)
+        assert faulted / len(calls) > 0.12, (faulted, len(calls))
+        after = [c for c in calls if c.fault and c.fault.endswith("@after") and c.method == "POST"]
+        assert after, "no write lost its answer after GitLab acted: the test would prove nothing"
+        _assert_no_duplicate_writes(farm)
+        for j in farm.standin.jobs():
+            if j.status == "failed" and not j.spec.is_bridge:
+                decided = [e for e in bot.store.history(j.id) if e["kind"] == "decided" and e["job_id"] == j.id]
+                assert len(decided) == 1, (j.id, j.name, decided)
+        assert len(_by_name(farm, "grp/a", "compile")) == 1
+        assert len(_by_name(farm, "grp/a", "dns")) == 2 and len(_by_name(farm, "grp/b", "dns2")) == 2
+    finally:
+        if bot is not None:
+            bot.close()
+        farm.close()
+
+
+def _spawn(cfg, log):
+    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "retry_bot", "--log-format", "json", "run", "--config", str(cfg)],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT))
+
+
+@pytest.mark.parametrize("write", ["retry", "pipeline", "play"])
+def test_sigkill_mid_action_then_restart_never_duplicates_the_action(tmp_path, write):
+    farm = Farm({"oom": needs_memory(300), "dns": flaky_dns(1)})
+    procs = []
+    try:
+        job = "dns" if write == "retry" else "oom"
+        farm.add_project("grp/k", {job: {"stage": "build", "tags": ["small"], "script": ["x"],
+                                         "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}}})
+        farm.standin.create_pipeline("grp/k")
+        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
+        # GitLab performs the write, then the answer hangs: the bot is mid-action when we kill it.
+        path = {"retry": r"/jobs/\d+/retry$", "pipeline": r"/pipeline$", "play": r"/jobs/\d+/play$"}[write]
+        farm.standin.faults.add(Fault("slow", method="POST", path=path, phase="after", delay=30, times=1))
+        pol = tmp_path / "policy.toml"
+        pol.write_text(POLICY)
+        cfg = tmp_path / "bot.toml"
+        cfg.write_text(bot_config_text(farm.url, tmp_path / "state.db", pol, ["grp/k"], interval=0.2, timeout=5.0))
+        log = open(tmp_path / "bot.log", "wb")
+        procs.append(_spawn(cfg, log))
+        assert farm.standin.wait_for(lambda: _write_landed(farm, write), timeout=20), \
+            (tmp_path / "bot.log").read_text()[-3000:]
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait(10)
+        store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+        assert store.open_intents(), "the kill must leave the action's intent open"
+        store.close()
+        procs.append(_spawn(cfg, log))         # restart: it must observe GitLab, not write again
+
+        def finished():
+            js = [j for j in farm.standin.jobs() if j.name == job]
+            if not any(j.status == "success" for j in js):
+                return False
+            st = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+            try:
+                return not st.open_intents()
+            finally:
+                st.close()
+        deadline = time.monotonic() + 40
+        while not finished() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert finished(), (tmp_path / "bot.log").read_text()[-4000:]
+        time.sleep(1.0)                         # a few more cycles: nothing more may happen
+        procs[1].send_signal(signal.SIGTERM)
+        assert procs[1].wait(15) == 0           # graceful stop
+        retries, created = _assert_no_duplicate_writes(farm)
+        assert (len(retries) if write == "retry" else len(created)) == 1
+        if write == "play":
+            copies = [j for j in farm.standin.jobs() if j.name == job and j.spec.when == "manual"]
+            assert len(copies) == 1 and copies[0].status == "success" and not retries   # played once, never re-played
+        store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+        assert not store.open_intents()
+        origin = [j for j in farm.standin.jobs() if j.name == job][0].id
+        done = [e for e in store.history(origin) if e["kind"] == "action_completed"]
+        assert any((e["data"].get("result") or {}).get("observed") for e in done), done
+        store.close()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+        farm.close()
+
+
+def _write_landed(farm, write):
+    if write == "play":
+        return any(j.spec.when == "manual" and j.status != "manual" for j in farm.standin.state.jobs.values())
+    if write == "retry":
+        return any(j.retry_of is not None for j in farm.standin.state.jobs.values())
+    return any("RETRY_BOT_FAILED_JOB_ID" in {v["key"] for v in p.variables} for p in farm.standin.state.pipelines.values())
+
+
+def test_sigterm_finishes_the_write_in_flight_then_exits(tmp_path):
+    farm = Farm({"dns": flaky_dns(1)})
+    proc = None
+    try:
+        farm.add_project("grp/t", {"dns": {"stage": "build", "tags": ["small"], "script": ["x"]}})
+        farm.standin.create_pipeline("grp/t")
+        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
+        # GitLab acts at once but answers only after 2 s (within the bot's 5 s timeout)
+        farm.standin.faults.add(Fault("slow", method="POST", path=r"/retry$", phase="after", delay=2.0, times=1))
+        pol = tmp_path / "policy.toml"
+        pol.write_text(POLICY)
+        cfg = tmp_path / "bot.toml"
+        cfg.write_text(bot_config_text(farm.url, tmp_path / "state.db", pol, ["grp/t"], interval=0.2, timeout=5.0))
+        log = open(tmp_path / "bot.log", "wb")
+        proc = _spawn(cfg, log)
+        assert farm.standin.wait_for(lambda: _write_landed(farm, "retry"), timeout=20)
+        proc.send_signal(signal.SIGTERM)          # mid-write: the answer is still 2 s away
+        assert proc.wait(20) == 0
+        store = open_store(f"sqlite:///{tmp_path / 'state.db'}")
+        try:
+            assert not store.open_intents(), "the write in flight must be finished and recorded before exiting"
+            origin = [j for j in farm.standin.jobs() if j.name == "dns"][0].id
+            done = [e for e in store.history(origin) if e["kind"] == "action_completed"]
+            assert len(done) == 1 and done[0]["data"]["result"]["observed"] is False
+        finally:
+            store.close()
+        _assert_no_duplicate_writes(farm)
+        assert b'"event": "stopping"' in (tmp_path / "bot.log").read_bytes()
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        farm.close()
