@@ -1,0 +1,425 @@
+"""Turn a ``.gitlab-ci.yml`` (as a dict or YAML text) into the jobs of one pipeline.
+
+Pure functions, no state.  The subset of GitLab's CI syntax understood here is
+the one the retry bot's template and the tests need (see ``docs/standin.md``):
+
+* top level: ``include`` of ``local`` files (given as ``files``), ``stages``,
+  ``variables``, ``default``, ``workflow:rules``, hidden jobs (``.name``),
+  ``extends`` (deep-merged) and ``!reference`` tags (resolved, lists flattened),
+  so :func:`merged_yaml` shows the expanded jobs, as GitLab's ``merged_yaml`` does;
+* jobs: ``stage``, ``script``/``before_script``/``after_script``, ``when``
+  (``on_success``, ``manual``, ``always``, ``on_failure``, ``never``; ``delayed``
+  is treated as ``on_success``), ``allow_failure`` (bool or ``exit_codes``),
+  ``rules`` (``if`` / ``when`` / ``allow_failure`` / ``variables``; ``changes`` and
+  ``exists`` always match), ``needs`` (names or ``{job, optional, artifacts}``),
+  ``tags``, ``variables``, ``image``, ``timeout``, ``retry``, ``artifacts:paths``,
+  ``trigger`` (``include: [{artifact, job}]``, ``strategy: depend``, ``forward``).
+
+``only``/``except``, non-local ``include`` (project, remote, template) and
+``parallel`` are not supported: a config using them is rejected with :class:`CiConfigError`
+naming the keyword, rather than silently misread.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import yaml
+
+from retry_bot.gitlab.standin.expressions import ExpressionError, evaluate
+
+__all__ = [
+    "CiConfigError",
+    "PipelineFiltered",
+    "JobSpec",
+    "PipelinePlan",
+    "load_config",
+    "merged_yaml",
+    "plan_pipeline",
+    "validate_config",
+    "DEFAULT_STAGES",
+]
+
+DEFAULT_STAGES = (".pre", "build", "test", "deploy", ".post")
+_GLOBAL_KEYWORDS = {"stages", "variables", "default", "workflow", "include", "image", "services",
+                    "cache", "before_script", "after_script", "spec", "types"}
+_DEFAULT_KEYS = ("image", "services", "before_script", "after_script", "tags", "timeout",
+                 "retry", "artifacts", "cache", "interruptible")
+_UNSUPPORTED_JOB_KEYS = ("only", "except", "parallel")
+
+
+class CiConfigError(ValueError):
+    """The CI configuration is invalid or uses syntax the stand-in does not model."""
+
+
+class PipelineFiltered(ValueError):
+    """``workflow:rules`` or job ``rules`` left nothing to run; GitLab answers 400."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job (build) or bridge (``trigger:``) as instantiated in a pipeline."""
+
+    name: str
+    stage: str
+    when: str
+    allow_failure: bool
+    script: tuple[str, ...] = ()
+    before_script: tuple[str, ...] = ()
+    after_script: tuple[str, ...] = ()
+    needs: tuple[tuple[str, bool], ...] | None = None  # (job name, optional); None = stage ordering
+    tags: tuple[str, ...] = ()
+    variables: tuple[tuple[str, str], ...] = ()  # global YAML variables, then job and rule variables
+    image: str | None = None
+    timeout: str | None = None
+    artifact_paths: tuple[str, ...] = ()
+    trigger: Mapping[str, Any] | None = None
+    retry: Mapping[str, Any] | None = None
+    allow_failure_exit_codes: tuple[int, ...] = ()
+
+    @property
+    def is_bridge(self) -> bool:
+        return self.trigger is not None
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    stages: tuple[str, ...]
+    jobs: tuple[JobSpec, ...]
+    workflow_variables: tuple[tuple[str, str], ...] = field(default=())
+
+
+class _Reference:
+    """A ``!reference [job, key, ...]`` tag, resolved after ``include`` and ``extends``."""
+
+    def __init__(self, path: list[str]) -> None:
+        self.path = path
+
+
+class _CiLoader(yaml.SafeLoader):
+    """PyYAML's safe loader plus GitLab's ``!reference`` tag."""
+
+
+def _construct_reference(loader: yaml.SafeLoader, node: yaml.Node) -> _Reference:
+    if not isinstance(node, yaml.SequenceNode):
+        raise CiConfigError("!reference needs a list: !reference [job, key]")
+    return _Reference([str(loader.construct_scalar(n)) for n in node.value])  # type: ignore[arg-type]
+
+
+_CiLoader.add_constructor("!reference", _construct_reference)
+
+_MAX_INCLUDES = 50
+
+
+def _parse(text: str, where: str) -> dict[str, Any]:
+    try:
+        data = yaml.load(text, Loader=_CiLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise CiConfigError(f"{where} is not valid YAML: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise CiConfigError(f"{where} must be a mapping of keywords and jobs")
+    return data
+
+
+def _includes_of(node: Any) -> list[str]:
+    items = node if isinstance(node, list) else [node]
+    paths = []
+    for item in items:
+        if isinstance(item, str) and "://" not in item:
+            paths.append(item)
+        elif isinstance(item, Mapping) and set(item) <= {"local", "rules"} and "local" in item:
+            paths.append(str(item["local"]))
+        else:
+            raise CiConfigError(f"include {item!r} is not modelled by the stand-in: only 'local' files "
+                                "(give them to add_project(files=...))")
+    return [p.lstrip("/") for p in paths]
+
+
+def _with_includes(data: dict[str, Any], files: Mapping[str, str], seen: list[str]) -> dict[str, Any]:
+    if "include" not in data:
+        return data
+    merged: dict[str, Any] = {}
+    for path in _includes_of(data["include"]):
+        if path in seen or len(seen) >= _MAX_INCLUDES:
+            raise CiConfigError(f"include loop or too many includes at {path!r}")
+        if path not in files:
+            raise CiConfigError(f"Local file `{path}` does not exist!")
+        merged = _deep_merge(merged, _with_includes(_parse(files[path], path), files, seen + [path]))
+    return _deep_merge(merged, {k: v for k, v in data.items() if k != "include"})
+
+
+def _resolve_references(data: dict[str, Any]) -> dict[str, Any]:
+    def lookup(ref: _Reference, depth: int) -> Any:
+        node: Any = data
+        for key in ref.path:
+            if not isinstance(node, Mapping) or key not in node:
+                raise CiConfigError(f"!reference [{', '.join(ref.path)}] could not be found")
+            node = node[key]
+        return resolve(node, depth + 1)
+
+    def resolve(node: Any, depth: int) -> Any:
+        if depth > 10:
+            raise CiConfigError("!reference nesting is too deep (more than 10 levels)")
+        if isinstance(node, _Reference):
+            return lookup(node, depth)
+        if isinstance(node, Mapping):
+            return {k: resolve(v, depth) for k, v in node.items()}
+        if isinstance(node, list):
+            out: list[Any] = []
+            for item in node:
+                was_reference = isinstance(item, _Reference)
+                value = resolve(item, depth)
+                if was_reference and isinstance(value, list):
+                    out.extend(value)        # GitLab flattens a referenced list into the enclosing one
+                else:
+                    out.append(value)
+            return out
+        return node
+
+    return resolve(data, 0)
+
+
+def load_config(config: Mapping[str, Any] | str, files: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Parse YAML text (or copy a dict), merge ``include: local`` files, expand ``extends``, resolve ``!reference``.
+
+    ``files`` maps repository paths to file contents for ``include: local``.
+    """
+    data = _parse(config, "CI configuration") if isinstance(config, str) else copy.deepcopy(dict(config))
+    data = _with_includes(data, files or {}, [])
+    return _resolve_references(_expand_extends(data))
+
+
+def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _expand_extends(data: dict[str, Any]) -> dict[str, Any]:
+    resolved: dict[str, dict[str, Any]] = {}
+
+    def resolve(name: str, chain: tuple[str, ...]) -> dict[str, Any]:
+        if name in resolved:
+            return resolved[name]
+        if name in chain:
+            raise CiConfigError(f"circular 'extends' through {' -> '.join(chain + (name,))}")
+        job = data.get(name)
+        if not isinstance(job, Mapping):
+            raise CiConfigError(f"'extends' refers to unknown job {name!r}")
+        parents = job.get("extends", [])
+        parents = [parents] if isinstance(parents, str) else list(parents)
+        merged: dict[str, Any] = {}
+        for parent in parents:
+            merged = _deep_merge(merged, resolve(parent, chain + (name,)))
+        merged = _deep_merge(merged, {k: v for k, v in job.items() if k != "extends"})
+        resolved[name] = merged
+        return merged
+
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in _GLOBAL_KEYWORDS or not isinstance(value, Mapping):
+            out[key] = value
+        else:
+            out[key] = resolve(key, ())
+    return out
+
+
+def merged_yaml(config: Mapping[str, Any] | str, files: Mapping[str, str] | None = None) -> str:
+    """The configuration as GitLab's lint API shows it: includes merged, ``extends`` and ``!reference`` expanded."""
+    return yaml.safe_dump(load_config(config, files), sort_keys=False, default_flow_style=False)
+
+
+def _variables_of(node: Any, where: str) -> list[tuple[str, str]]:
+    if node is None:
+        return []
+    if not isinstance(node, Mapping):
+        raise CiConfigError(f"{where}: 'variables' must be a mapping")
+    out = []
+    for key, value in node.items():
+        if isinstance(value, Mapping):
+            value = value.get("value", "")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        out.append((str(key), "" if value is None else str(value)))
+    return out
+
+
+def _str_list(node: Any, where: str) -> tuple[str, ...]:
+    if node is None:
+        return ()
+    if isinstance(node, str):
+        return (node,)
+    if isinstance(node, list):
+        flat: list[str] = []
+        for item in node:
+            if isinstance(item, list):  # YAML anchors often yield nested lists
+                flat.extend(str(x) for x in item)
+            else:
+                flat.append(str(item))
+        return tuple(flat)
+    raise CiConfigError(f"{where} must be a string or a list of strings")
+
+
+def _needs_of(node: Any, where: str) -> tuple[tuple[str, bool], ...] | None:
+    if node is None:
+        return None
+    if not isinstance(node, list):
+        raise CiConfigError(f"{where}: 'needs' must be a list")
+    out = []
+    for item in node:
+        if isinstance(item, str):
+            out.append((item, False))
+        elif isinstance(item, Mapping) and "job" in item:
+            out.append((str(item["job"]), bool(item.get("optional", False))))
+        else:
+            raise CiConfigError(f"{where}: unsupported 'needs' entry {item!r}")
+    return tuple(out)
+
+
+def _rule_matches(rule: Mapping[str, Any], variables: Mapping[str, str], where: str) -> bool:
+    if "if" not in rule:
+        return True
+    try:
+        return evaluate(str(rule["if"]), variables)
+    except ExpressionError as exc:
+        raise CiConfigError(f"{where}: {exc}") from None
+
+
+def _workflow(data: Mapping[str, Any], variables: Mapping[str, str]) -> list[tuple[str, str]]:
+    workflow = data.get("workflow")
+    if not workflow or "rules" not in workflow:
+        return []
+    for rule in workflow["rules"]:
+        if _rule_matches(rule, variables, "workflow:rules"):
+            if rule.get("when", "always") == "never":
+                raise PipelineFiltered("Pipeline filtered out by workflow rules.")
+            return _variables_of(rule.get("variables"), "workflow:rules")
+    raise PipelineFiltered("Pipeline filtered out by workflow rules.")
+
+
+def plan_pipeline(config: Mapping[str, Any] | str, variables: Mapping[str, str],
+                  files: Mapping[str, str] | None = None) -> PipelinePlan:
+    """Instantiate the jobs a pipeline gets, given predefined and pipeline variables.
+
+    ``variables`` are what rules see besides YAML variables: predefined ``CI_*``
+    variables and the pipeline variables (which take precedence over YAML ones).
+    Raises :class:`PipelineFiltered` when no job remains, like GitLab's 400.
+    """
+    data = load_config(config, files)
+    stages = tuple(_str_list(data.get("stages"), "stages")) or DEFAULT_STAGES[1:4]
+    stages = (".pre",) + tuple(s for s in stages if s not in (".pre", ".post")) + (".post",)
+    global_vars = _variables_of(data.get("variables"), "variables")
+    scope = {**dict(global_vars), **dict(variables)}
+    workflow_vars = _workflow(data, scope)
+    default = data.get("default") or {}
+    if not isinstance(default, Mapping):
+        raise CiConfigError("'default' must be a mapping")
+    jobs: list[JobSpec] = []
+    for name, node in data.items():
+        if name in _GLOBAL_KEYWORDS or name.startswith(".") or not isinstance(node, Mapping):
+            continue
+        where = f"job {name!r}"
+        for key in _UNSUPPORTED_JOB_KEYS:
+            if key in node:
+                raise CiConfigError(f"{where}: '{key}' is not supported by the stand-in")
+        node = {**{k: default[k] for k in _DEFAULT_KEYS if k in default}, **node}
+        if "script" not in node and "trigger" not in node:
+            raise CiConfigError(f"{where}: needs a 'script' or a 'trigger'")
+        stage = str(node.get("stage", "test"))
+        if stage not in stages:
+            raise CiConfigError(f"{where}: chosen stage {stage!r} does not exist; available stages are {', '.join(stages)}")
+        job_vars = global_vars + list(workflow_vars) + _variables_of(node.get("variables"), where)
+        when = str(node.get("when", "on_success"))
+        allow_failure_node = node.get("allow_failure")
+        rule_allow_failure = None
+        if "rules" in node:
+            rule_scope = {**dict(job_vars), **dict(variables)}
+            for rule in node["rules"]:
+                if not isinstance(rule, Mapping):
+                    raise CiConfigError(f"{where}: each rule must be a mapping")
+                if _rule_matches(rule, rule_scope, f"{where} rules"):
+                    when = str(rule.get("when", when))
+                    rule_allow_failure = rule.get("allow_failure")
+                    job_vars = job_vars + _variables_of(rule.get("variables"), f"{where} rules")
+                    break
+            else:
+                when = "never"
+            if when == "manual" and rule_allow_failure is None and allow_failure_node is None:
+                rule_allow_failure = False  # manual inside rules blocks the pipeline
+        if when == "never":
+            continue
+        if when not in ("on_success", "manual", "always", "on_failure", "delayed"):
+            raise CiConfigError(f"{where}: unknown 'when: {when}'")
+        if when == "delayed":
+            when = "on_success"
+        exit_codes: tuple[int, ...] = ()
+        if rule_allow_failure is not None:
+            allow_failure = bool(rule_allow_failure)
+        elif isinstance(allow_failure_node, Mapping):
+            codes = allow_failure_node.get("exit_codes", [])
+            exit_codes = tuple(int(c) for c in ([codes] if isinstance(codes, int) else codes))
+            allow_failure = False
+        elif allow_failure_node is not None:
+            allow_failure = bool(allow_failure_node)
+        else:
+            allow_failure = when == "manual"
+        trigger = node.get("trigger")
+        if trigger is not None and not isinstance(trigger, (Mapping, str)):
+            raise CiConfigError(f"{where}: 'trigger' must be a mapping or a project path")
+        if isinstance(trigger, str):
+            trigger = {"project": trigger}
+        artifacts = node.get("artifacts") or {}
+        image = node.get("image")
+        if isinstance(image, Mapping):
+            image = image.get("name")
+        jobs.append(JobSpec(
+            name=name,
+            stage=stage,
+            when=when,
+            allow_failure=allow_failure,
+            script=_str_list(node.get("script"), f"{where}: 'script'"),
+            before_script=_str_list(node.get("before_script"), f"{where}: 'before_script'"),
+            after_script=_str_list(node.get("after_script"), f"{where}: 'after_script'"),
+            needs=_needs_of(node.get("needs"), where),
+            tags=_str_list(node.get("tags"), f"{where}: 'tags'"),
+            variables=tuple(job_vars),
+            image=str(image) if image else None,
+            timeout=str(node["timeout"]) if node.get("timeout") else None,
+            artifact_paths=_str_list(artifacts.get("paths") if isinstance(artifacts, Mapping) else None,
+                                     f"{where}: 'artifacts:paths'"),
+            trigger=dict(trigger) if trigger is not None else None,
+            retry=node.get("retry") if isinstance(node.get("retry"), Mapping) else (
+                {"max": int(node["retry"])} if isinstance(node.get("retry"), int) else None),
+            allow_failure_exit_codes=exit_codes,
+        ))
+    names = {j.name for j in jobs}
+    for job in jobs:
+        for need, optional in job.needs or ():
+            if need not in names and not optional:
+                raise CiConfigError(f"job {job.name!r}: 'needs' refers to {need!r}, which is not in the pipeline")
+    if not jobs:
+        raise PipelineFiltered(
+            "Pipeline will not run for the selected trigger. The rules configuration prevented any jobs "
+            "from being added to the pipeline.")
+    used = [s for s in stages if any(j.stage == s for j in jobs)]
+    return PipelinePlan(stages=tuple(used), jobs=tuple(jobs), workflow_variables=tuple(workflow_vars))
+
+
+def validate_config(config: Mapping[str, Any] | str, files: Mapping[str, str] | None = None) -> None:
+    """Raise :class:`CiConfigError` for a configuration no pipeline could be created from.
+
+    Structural checks (stages, keywords, ``extends``, rule syntax) apply to every job; a config
+    whose rules filter out every job for a plain push is still valid, as in GitLab's lint.
+    """
+    try:
+        plan_pipeline(config, {"CI_PIPELINE_SOURCE": "push"}, files)
+    except PipelineFiltered:
+        pass
