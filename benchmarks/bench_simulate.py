@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Replay a trace with the predictor and the three baselines; print a comparison table.
+
+    .venv/bin/python benchmarks/bench_simulate.py [--trace TRACE] [--policy POLICY.toml]
+        [--split] [--renamed] [--json]
+
+* ``--split``: also score the second half of the trace only (``--warmup-frac 0.5``
+  as evaluate.py does): the estimator's defaults were chosen on the first half.
+* ``--renamed``: also replay a variant of the trace with every package, version
+  and compiler renamed (a consistent random mapping) and the job order kept:
+  nothing may depend on names.
+* Replay time per allocator is measured (wall clock, this process).
+
+Targets (issue 5): memory avg/request 0.75-1.05, peak/limit >= 0.6, <= 1 OOM kill
+per 100 jobs, no job failing for memory, cost index <= 0.35, CPU avg/request 0.8-1.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from retry_bot.predict.sources import load_policy_and_settings  # noqa: E402
+from retry_bot.simulate import (  # noqa: E402
+    _as_alloc, compute_metrics, load_trace, make_allocator, read_trace, resize_view_from_policy, simulate,
+)
+
+DEFAULT_TRACE = "/work/shared/bench/trace-public.jsonl.gz"
+COLUMNS = (("oom_kills_per_100_jobs", "kills/100", "{:.2f}"), ("failed_permanently", "failed", "{:,}"),
+           ("mem_avg_over_request", "avg/req", "{:.3f}"), ("mem_peak_over_limit", "peak/lim", "{:.3f}"),
+           ("cost_index", "cost", "{:.3f}"), ("cpu_avg_over_request", "cpu avg/req", "{:.3f}"),
+           ("wasted_gb_hours_on_killed_attempts", "wasted GBh", "{:,.0f}"))
+TARGETS = {"oom_kills_per_100_jobs": (None, 1.0), "failed_permanently": (None, 0),
+           "mem_avg_over_request": (0.75, 1.05), "mem_peak_over_limit": (0.6, None), "cost_index": (None, 0.35),
+           "cpu_avg_over_request": (0.8, 1.1)}
+
+
+def _ok(k, v):
+    lo, hi = TARGETS.get(k, (None, None))
+    if v is None:
+        return lo is None
+    return (lo is None or v >= lo) and (hi is None or v <= hi)
+
+
+def renamed_trace(src: str, dst: str, seed: str = "bench") -> None:
+    """Write ``src`` with package/version/compiler names replaced consistently (job names too)."""
+    def h(kind: str, s: str) -> str:
+        return kind + hashlib.sha256(f"{seed}:{kind}:{s}".encode()).hexdigest()[:8]
+
+    with open(dst, "w", encoding="utf-8") as out:
+        for rec in read_trace(src):
+            rec.pop("_line", None)
+            k = dict(rec["key"])
+            pkg, ver, comp = h("p", k["package"]), h("v", k["version"]), "cc@" + h("c", k["compiler"])
+            k.update(package=pkg, version=ver, compiler=comp)
+            rec["key"] = k
+            rest = rec["job_name"].split(" ", 2)
+            rec["job_name"] = f"{pkg}@{ver} /{rest[1].lstrip('/') if len(rest) > 1 else 'x'} %{comp} " \
+                              f"arch={k['arch']} {k['stack']}"
+            out.write(json.dumps(rec) + "\n")
+
+
+def scaled_trace(src: str, dst: str, factor: float = 3.0) -> None:
+    """Write ``src`` with every memory figure (usage and static sizes) times ``factor``."""
+    with open(dst, "w", encoding="utf-8") as out:
+        for rec in read_trace(src):
+            rec.pop("_line", None)
+            rec["memory_peak_bytes"] = int(rec["memory_peak_bytes"] * factor)
+            rec["memory_mean_bytes"] = int(rec["memory_mean_bytes"] * factor)
+            rec["static_request"] = dict(rec["static_request"],
+                                         memory_request_bytes=int(rec["static_request"]["memory_request_bytes"] * factor))
+            out.write(json.dumps(rec) + "\n")
+
+
+def sliced_trace(src: str, dst: str, start: float, step: int = 1) -> None:
+    """Write the part of ``src`` from fraction ``start`` on, every ``step``-th job: a trace without its past."""
+    recs = list(read_trace(src))
+    with open(dst, "w", encoding="utf-8") as out:
+        for rec in recs[int(len(recs) * start)::step]:
+            rec.pop("_line", None)
+            out.write(json.dumps(rec) + "\n")
+
+
+def run_all(trace: str, policy, settings, names, split: bool):
+    view = resize_view_from_policy(policy)
+    jobs = load_trace(trace, settings.keys)
+    rows = []
+    for name in names:
+        t0 = time.perf_counter()
+        res = simulate(jobs, make_allocator(None if name == "ours" else name, settings, view))
+        dt = time.perf_counter() - t0
+        m = res.metrics
+        if split:
+            allocs: dict[int, list] = {}
+            for r in res.rows:
+                allocs.setdefault(r["job_id"], []).append(_as_alloc(r))
+            m = compute_metrics(jobs, allocs, 0.5)
+        rows.append((name, m, dt))
+    return rows
+
+
+def print_table(title: str, rows) -> None:
+    print(f"\n{title}")
+    head = f"{'allocator':<10}" + "".join(f"{c[1]:>13}" for c in COLUMNS) + f"{'replay s':>10}"
+    print(head)
+    print("-" * len(head))
+    for name, m, dt in rows:
+        cells = []
+        for k, _, fmt in COLUMNS:
+            v = m.get(k)
+            s = "n/a" if v is None else fmt.format(v)
+            if k in TARGETS and name == "ours":
+                s += "" if _ok(k, v) else "!"
+            cells.append(f"{s:>13}")
+        print(f"{name:<10}" + "".join(cells) + f"{dt:>10.1f}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", default=DEFAULT_TRACE)
+    ap.add_argument("--policy", default=None)
+    ap.add_argument("--split", action="store_true")
+    ap.add_argument("--renamed", action="store_true")
+    ap.add_argument("--variants", action="store_true",
+                    help="also: memory x3 (another farm's sizes), the second half alone (no past), "
+                         "every other job (half the history)")
+    ap.add_argument("--only-ours", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if not os.path.exists(args.trace):
+        print(f"trace {args.trace} not found", file=sys.stderr)
+        return 2
+    policy, settings = load_policy_and_settings(args.policy)
+    names = ["ours"] if args.only_ours else ["ours", "gantry", "vpa", "static"]
+    results = {"full": run_all(args.trace, policy, settings, names, False)}
+    if args.split:
+        results["second half (defaults chosen on the first)"] = run_all(args.trace, policy, settings, ["ours"], True)
+    if args.renamed:
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "renamed.jsonl")
+            renamed_trace(args.trace, p)
+            results["renamed packages"] = run_all(p, policy, settings, ["ours"], False)
+    if args.variants:
+        with tempfile.TemporaryDirectory() as d:
+            for title, fn in (("memory x3", lambda p: scaled_trace(args.trace, p)),
+                              ("second half alone", lambda p: sliced_trace(args.trace, p, 0.5)),
+                              ("every other job", lambda p: sliced_trace(args.trace, p, 0.0, 2))):
+                p = os.path.join(d, "variant.jsonl")
+                fn(p)
+                results[title] = run_all(p, policy, settings, ["ours"], False)
+    if args.json:
+        print(json.dumps({k: [{"allocator": n, "replay_seconds": dt, **m} for n, m, dt in v]
+                          for k, v in results.items()}))
+        return 0
+    print(f"trace: {args.trace}   policy: {args.policy or '(built-in default)'}   "
+          "(! = misses the issue's target)")
+    for title, rows in results.items():
+        print_table(title, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,514 @@
+"""The estimator: from decayed history to memory/CPU requests and limits.
+
+Model (all figures in :class:`Allocation.figures`):
+
+* **Fallback.** Walk the key's levels, most specific first; use the first
+  with at least ``min_samples`` trusted runs, else the most specific level
+  with any run (its short history widens the margin), else no history.
+* **Weights.** A run observed ``a`` hours before now weighs ``0.5 ** (a /
+  half_life_hours)``; ``n`` is the effective sample size (Kish).
+* **Request** (memory and CPU): the weighted mean of the runs' *mean* usage
+  times ``memory_request_factor`` / ``cpu_request_factor`` - typical use,
+  so nodes are packed by what jobs really use.
+* **Memory limit**: peaks are close to log-normal per key.  With ``mu`` and
+  ``s`` the weighted mean and spread of log(peak) (``s`` shrunk toward
+  ``prior_spread`` where ``n`` is small, times ``sqrt(1 + 1/n)``), the *base*
+  is ``max(exp(mu + limit_z * s), recent max peak)``.  The limit is
+  ``base * exp(m)`` with a margin ``m`` *learned* from history: for every
+  finished run the residual ``log(peak / base)`` against the model as it
+  stood is kept (per trust, fallback level, history length and spread), and
+  ``m`` minimises ``base * exp(m) + K * P(residual > m)``, ``K`` = ``oom_cost``
+  x the fleet's mean peak: a kill costs as much as ``K`` bytes of headroom,
+  so big jobs get thin margins, small ones generous ones, noisy groups what
+  their tails need.  At least ``limit_margin``; never below any peak of the
+  key's more specific levels (or of the job's own untrusted ref) plus that.
+* **OOM kills are censored data.** A trusted run killed at ``L`` says only
+  "need > L": it never enters the peak statistics, but it puts a floor of
+  ``max(L * oom_bump_ratio, L + oom_min_bump_bytes)`` under the limit for
+  ``oom_memory_hours``.  More kill evidence can only raise the limit.
+* **No history**: the job's static size (its own request) or the defaults;
+  ``cold_limit`` says what limit: ``none`` (no limit: the job runs under the
+  runner's default limit, as without a predictor; its request is the typical
+  use of jobs with the same static size, never more than that size), ``learned`` (the
+  static size times how far peaks of other jobs with that static size went
+  beyond it, and a request scaled the same way) or ``factor`` (request x
+  ``cold_limit_factor``).
+* **Clamp** to the runner classes' largest memory/CPU and the floors.
+
+Pure: no I/O, no clock (``now`` is an argument), deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from retry_bot.predict.history import HistoryIndex, LevelHistory, Observation
+from retry_bot.predict.keys import JobKey
+from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings
+
+__all__ = ["Allocation", "StaticSize", "Clamp", "estimate", "predict", "predict_for_retry", "gantry_variables",
+           "new_index", "attach", "record_calibration"]
+
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class StaticSize:
+    """What the job would get without a predictor (its static mapping / own variables)."""
+
+    memory_request_bytes: float | None = None
+    cpu_request_cores: float | None = None
+    memory_limit_bytes: float | None = None
+
+
+@dataclass(frozen=True)
+class Clamp:
+    """Bounds from the policy's runner classes (``None``: unbounded)."""
+
+    max_memory_bytes: float | None = None
+    max_cpu_cores: float | None = None
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A prediction: requests and limits, with the reasoning behind them."""
+
+    memory_request_bytes: int
+    memory_limit_bytes: int | None
+    cpu_request_cores: float
+    cpu_limit_cores: float | None
+    #: The key level used, e.g. ``package=hdf5 version=1.14.3``; ``""`` without history.
+    key: str = ""
+    #: Index of the level in the fallback chain (0 = most specific); ``None`` without history.
+    level: int | None = None
+    #: Trusted runs behind the figures (successful samples at the level used).
+    samples: int = 0
+    #: ``history``, ``static``, ``default`` (no history), ``retry`` (after OOM kills).
+    source: str = "history"
+    #: Explanation figures (bytes, cores, ratios), for ``retry-bot predict`` and logs.
+    figures: Mapping[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "memory_request_bytes": self.memory_request_bytes,
+            "memory_limit_bytes": self.memory_limit_bytes,
+            "cpu_request_cores": self.cpu_request_cores,
+            "cpu_limit_cores": self.cpu_limit_cores,
+            "key": self.key,
+            "level": self.level,
+            "samples": self.samples,
+            "source": self.source,
+            "figures": dict(self.figures),
+        }
+
+
+def gantry_variables(alloc: Allocation) -> dict[str, str]:
+    """The ``variables`` object spack-gantry's ``/v1/allocation`` answers (decimal M, millicores)."""
+
+    def mem(n: int) -> str:  # always decimal megabytes, rounded up, as gantry's k8s.py ("9577M")
+        return f"{-(-int(n) // 10**6)}M"
+
+    def cpu(c: float) -> str:  # always millicores, rounded up ("11779m")
+        return f"{math.ceil(round(c * 1000, 6))}m"
+
+    out = {
+        "KUBERNETES_CPU_REQUEST": cpu(alloc.cpu_request_cores),
+        "KUBERNETES_MEMORY_REQUEST": mem(alloc.memory_request_bytes),
+    }
+    if alloc.cpu_limit_cores is not None:
+        out["KUBERNETES_CPU_LIMIT"] = cpu(alloc.cpu_limit_cores)
+    if alloc.memory_limit_bytes is not None:
+        out["KUBERNETES_MEMORY_LIMIT"] = mem(alloc.memory_limit_bytes)
+    return out
+
+
+# ------------------------------------------------------------------ statistics
+@dataclass(frozen=True)
+class _Stats:
+    n: float           # effective sample size
+    count: int         # raw number of samples
+    mu: float          # weighted mean log peak
+    spread: float      # weighted sd of log peak (observed, 0 with one sample)
+    recent_max: float  # largest peak among recent runs
+    mem_mean: float    # weighted mean of mean memory
+    cpu_mean: float | None
+    cpu_upper: float | None
+
+
+def _stats(samples: Sequence[Observation], now: float, settings: PredictionSettings) -> _Stats:
+    """Weighted statistics of the samples.
+
+    Weights are relative to the newest sample: every figure is a ratio of
+    weighted sums, so a common factor (the age of the newest sample at
+    ``now``) cancels, and the result does not depend on ``now``; it is cached
+    per level history until a sample is added.
+    """
+    hl = settings.half_life_hours * HOUR
+    ws: list[float] = []
+    xs: list[float] = []
+    W = W2 = sx = sm = 0.0
+    cw = cs = 0.0
+    cmax_w = cmax_s = 0.0
+    recent_max = 0.0
+    newest = max(o.at for o in samples)
+    for o in samples:
+        w = 0.5 ** (max(0.0, newest - o.at) / hl)
+        peak = float(o.memory_peak_bytes or 0.0)
+        x = math.log(peak)
+        ws.append(w)
+        xs.append(x)
+        W += w
+        W2 += w * w
+        sx += w * x
+        sm += w * float(o.memory_mean_bytes or peak)
+        if o.cpu_mean_cores is not None:
+            cw += w
+            cs += w * o.cpu_mean_cores
+            cmax_w += w
+            cmax_s += w * (o.cpu_max_cores if o.cpu_max_cores is not None else o.cpu_mean_cores)
+        # "recent": within two half-lives of the newest observation
+        if newest - o.at <= 2 * hl:
+            recent_max = max(recent_max, peak)
+    mu = sx / W
+    n = (W * W) / W2 if W2 > 0 else 0.0
+    var = sum(w * (x - mu) ** 2 for w, x in zip(ws, xs)) / W
+    if n > 1:
+        var *= n / (n - 1)  # unbiased for the effective size
+    return _Stats(
+        n=n, count=len(samples), mu=mu, spread=math.sqrt(max(var, 0.0)), recent_max=recent_max,
+        mem_mean=sm / W, cpu_mean=(cs / cw) if cw > 0 else None,
+        cpu_upper=(cmax_s / cmax_w) if cmax_w > 0 else None,
+    )
+
+
+def _level_stats(h: LevelHistory, now: float, settings: PredictionSettings) -> _Stats:
+    c = h.cache
+    if c is not None and c[0] == settings.half_life_hours:
+        return c[1]
+    st = _stats(h.samples, now, settings)
+    h.cache = (settings.half_life_hours, st)
+    return st
+
+
+def _oom_floor(h: LevelHistory | None, now: float, settings: PredictionSettings) -> float:
+    if h is None or not h.ooms:
+        return 0.0
+    horizon = settings.oom_memory_hours * HOUR
+    floor = 0.0
+    for o in h.ooms:
+        if now - o.at <= horizon:
+            lim = float(o.oom_limit_bytes or 0.0)
+            floor = max(floor, lim * settings.oom_bump_ratio, lim + settings.oom_min_bump_bytes)
+    return floor
+
+
+def _clamp_mem(v: float, settings: PredictionSettings, clamp: Clamp) -> int:
+    v = math.ceil(max(v, float(settings.min_memory_bytes)))
+    hi = clamp.max_memory_bytes or (settings.max_memory_bytes or None)
+    if hi:
+        v = min(v, max(math.floor(hi), 1))
+    return int(v)
+
+
+def _clamp_cpu(v: float, settings: PredictionSettings, clamp: Clamp) -> float:
+    v = round(max(v, settings.min_cpu_cores), 3)
+    hi = clamp.max_cpu_cores or (settings.max_cpu_cores or None)
+    if hi:
+        v = min(v, float(hi))
+    return v
+
+
+def _finish(mem_req: float, mem_lim: float | None, cpu_req: float, cpu_lim: float | None,
+            settings: PredictionSettings, clamp: Clamp, **kw) -> Allocation:
+    mreq = _clamp_mem(mem_req, settings, clamp)
+    mlim = None if mem_lim is None else max(_clamp_mem(mem_lim, settings, clamp), mreq)
+    if mlim is not None and mreq > mlim:  # pragma: no cover - guarded above
+        mreq = mlim
+    creq = _clamp_cpu(cpu_req, settings, clamp)
+    clim = None if cpu_lim is None else max(_clamp_cpu(cpu_lim, settings, clamp), creq)
+    return Allocation(memory_request_bytes=mreq, memory_limit_bytes=mlim, cpu_request_cores=creq,
+                      cpu_limit_cores=clim, **kw)
+
+
+# ------------------------------------------------------------------ predictions
+def _choose(levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]], settings: PredictionSettings):
+    for entry in levels:
+        if len(entry[2].samples) >= settings.min_samples:
+            return entry
+    for entry in levels:
+        if entry[2].samples:
+            return entry
+    return None
+
+
+def _spread(st: _Stats, settings: PredictionSettings) -> float:
+    """The spread used: observed, shrunk toward the prior where history is short, times sqrt(1 + 1/n)."""
+    k = settings.prior_weight
+    s_obs = max(st.spread, settings.min_spread)
+    s_eff = math.sqrt((st.n * s_obs ** 2 + k * settings.prior_spread ** 2) / (st.n + k)) if (st.n + k) > 0 else s_obs
+    return max(s_eff, settings.min_spread) * math.sqrt(1.0 + 1.0 / max(st.n, 1e-9))
+
+
+def _static_bucket(nbytes: float) -> int:
+    """Static sizes in ~10 % wide buckets (hand-made sizes are round numbers)."""
+    return int(round(math.log(max(nbytes, 1.0)) / math.log(1.1)))
+
+
+def _group(level: int, st: _Stats) -> int:
+    """Calibration group: fallback level (exact / near / package-wide), history length, spread."""
+    lv = 0 if level == 0 else (1 if level <= 2 else 2)
+    sp = 0 if st.spread < 0.07 else (1 if st.spread < 0.14 else (2 if st.spread < 0.28 else 3))
+    return (lv * 2 + (1 if st.count >= 8 else 0)) * 4 + sp
+
+
+def _base(st: _Stats, settings: PredictionSettings) -> tuple[float, float]:
+    """The uncalibrated limit: max(log-normal upper quantile at ``limit_z``, recent max peak); and the spread."""
+    s_used = _spread(st, settings)
+    return max(math.exp(st.mu + settings.limit_z * s_used), st.recent_max), s_used
+
+
+def record_calibration(index: HistoryIndex, obs: Observation, trusted: bool,
+                       settings: PredictionSettings = DEFAULT_SETTINGS) -> None:
+    """``HistoryIndex.on_add`` hook: residual of a finished run against the trusted model as it stood.
+
+    The residual is ``log(peak / base)`` where ``base`` is the uncalibrated
+    limit the model would have given just before this run was recorded.
+    """
+    if obs.is_oom or not obs.memory_peak_bytes:
+        return
+    chosen = _choose(index.levels_for(obs.key), settings)
+    if chosen is not None:
+        st = _level_stats(chosen[2], obs.at, settings)
+        base, _ = _base(st, settings)
+        residual = math.log(obs.memory_peak_bytes / base)
+        index.calibration.add(trusted, _group(chosen[0], st), residual)
+
+    if trusted and obs.static_memory_bytes:
+        d = index.static_ratios.setdefault(_static_bucket(obs.static_memory_bytes), deque(maxlen=500))
+        d.append((obs.memory_peak_bytes / obs.static_memory_bytes,
+                  float(obs.memory_mean_bytes or obs.memory_peak_bytes) / obs.static_memory_bytes))
+        index.calibration.add(True, _STATIC_GROUP - _static_bucket(obs.static_memory_bytes),
+                              math.log(obs.memory_peak_bytes / obs.static_memory_bytes), pool=False)
+
+
+#: Calibration groups below this hold log(peak / static size) per static size bucket.
+_STATIC_GROUP = -1000
+
+
+def attach(index: HistoryIndex, settings: PredictionSettings = DEFAULT_SETTINGS) -> HistoryIndex:
+    """Make ``index`` learn its calibration as observations arrive (returns it)."""
+    index.on_add = lambda idx, obs, trusted: record_calibration(idx, obs, trusted, settings)
+    return index
+
+
+def new_index(settings: PredictionSettings = DEFAULT_SETTINGS) -> HistoryIndex:
+    """An empty :class:`HistoryIndex` wired for ``settings`` (calibration on)."""
+    return attach(HistoryIndex(settings.keys, settings.max_samples), settings)
+
+
+def _kill_cost_bytes(index: HistoryIndex | None, settings: PredictionSettings, base: float) -> float:
+    """What one OOM kill is worth in bytes of limit: ``oom_cost`` x the fleet's mean peak."""
+    unit = index.fleet_mean_peak() if index is not None else None
+    return settings.oom_cost * (unit or base)
+
+
+def _margin(index: HistoryIndex | None, trusted: bool, group: int, settings: PredictionSettings,
+            base: float = 1e9) -> tuple[float, str]:
+    """The log-margin over the base limit: learned from residuals, within [log(1+limit_margin), max_margin]."""
+    lo = math.log1p(settings.limit_margin)
+    hi = math.log(settings.max_margin)
+    if index is None:
+        return lo, "default"
+    # price of a kill in units of this job's base limit, in 25 % steps (so margins can be cached)
+    price = max(_kill_cost_bytes(index, settings, base) / max(base, 1.0), 1e-3)
+    price = 1.25 ** round(math.log(price) / math.log(1.25))
+    q = index.calibration.best_margin(trusted, group, price, settings.calibration_min)
+    if q is None and not trusted:  # untrusted runs not calibrated yet: use the trusted residuals
+        q = index.calibration.best_margin(True, group, price, settings.calibration_min)
+    if q is None:
+        return lo, "default"
+    return min(max(q, lo), hi), "learned"
+
+
+def _ref_floor(ref_levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]], now: float,
+               settings: PredictionSettings) -> float:
+    """What the job's own (untrusted) ref has shown: its largest peak x margin, its OOM bounds."""
+    floor = 0.0
+    if not ref_levels:
+        return floor
+    # the most specific level of the ref's history that has anything
+    h = ref_levels[0][2]
+    for o in h.samples:
+        floor = max(floor, float(o.memory_peak_bytes or 0.0) * (1.0 + settings.limit_margin))
+    return max(floor, _oom_floor(h, now, settings))
+
+
+def estimate(
+    levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]],
+    level_names: Sequence[tuple[str, ...]],
+    now: float,
+    settings: PredictionSettings = DEFAULT_SETTINGS,
+    static: StaticSize | None = None,
+    clamp: Clamp = Clamp(),
+    *,
+    index: HistoryIndex | None = None,
+    trusted: bool = True,
+    ref_levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]] = (),
+    ref: str | None = None,
+) -> Allocation:
+    """The allocation from the histories of a key's levels (as :meth:`HistoryIndex.levels_for` gives).
+
+    ``levels`` are most specific first.  ``index`` supplies the learned
+    calibration; ``trusted`` says whether the job itself runs on a trusted
+    ref; ``ref_levels`` is the ref-scoped history of an untrusted job's own
+    ref (it can only raise the limit).  See the module docstring.
+    """
+    static = static or StaticSize()
+    chosen = _choose(levels, settings) if settings.enabled else None
+    # The OOM floor comes from the chosen level, or the most specific level with any history.
+    oom_source = chosen[2] if chosen is not None else (levels[0][2] if levels and settings.enabled else None)
+    floor = _oom_floor(oom_source, now, settings)
+    ref_floor = _ref_floor(ref_levels, now, settings) if settings.enabled else 0.0
+
+    if chosen is None:
+        mreq = float(static.memory_request_bytes or settings.default_memory_request_bytes)
+        creq = static.cpu_request_cores or settings.default_cpu_request_cores
+        figures: dict[str, float] = {"oom_floor_bytes": floor, "ref_floor_bytes": ref_floor}
+        ratios = None
+        if static.memory_request_bytes and index is not None and settings.enabled:
+            ratios = index.static_ratios.get(_static_bucket(static.memory_request_bytes))
+        if static.memory_limit_bytes:
+            mlim: float | None = static.memory_limit_bytes
+        elif settings.cold_limit == "none":
+            mlim = None
+            if ratios is not None and len(ratios) >= settings.min_samples:
+                # typical use of jobs with this static size, never above the static size
+                scale = min(1.0, (sum(r[1] for r in ratios) / len(ratios)) * settings.memory_request_factor)
+                mreq = mreq * scale
+                figures.update({"static_mean_ratio": round(scale, 4), "static_runs": len(ratios)})
+        elif settings.cold_limit == "learned" and ratios is not None and len(ratios) >= settings.min_samples:
+            # learned: how far peaks of jobs with this static size went beyond it
+            price = max(_kill_cost_bytes(index, settings, mreq) / mreq, 1e-3)
+            price = 1.25 ** round(math.log(price) / math.log(1.25))
+            m = index.calibration.best_margin(  # type: ignore[union-attr]
+                True, _STATIC_GROUP - _static_bucket(mreq), price, settings.min_samples)
+            q = math.exp(m if m is not None else math.log(settings.cold_limit_factor or 2.0))
+            mlim = mreq * q * (1.0 + settings.limit_margin)
+            mreq = mreq * (sum(r[1] for r in ratios) / len(ratios)) * settings.memory_request_factor
+            figures.update({"static_peak_ratio_limit": round(q, 4), "static_runs": len(ratios)})
+        elif settings.cold_limit_factor > 0:
+            mlim = mreq * settings.cold_limit_factor
+        else:
+            mlim = None
+        if mlim is not None:
+            mlim = max(mlim, floor, ref_floor)
+            mreq = min(mreq, mlim)
+        src = "static" if static.memory_request_bytes else "default"
+        clim = creq * settings.cpu_limit_factor if settings.cpu_limit_factor > 0 else None
+        return _finish(mreq, mlim, creq, clim, settings, clamp, key="", level=None, samples=0,
+                       source=src, figures=figures)
+
+    idx, values, hist = chosen
+    st = _level_stats(hist, now, settings)
+    base, s_used = _base(st, settings)
+    margin, m_src = _margin(index, trusted, _group(idx, st), settings, base)
+    upper = base * math.exp(margin)
+    by_max = st.recent_max * (1.0 + settings.limit_margin)
+    # more specific levels with too little history still count: never below what they saw
+    specific = 0.0
+    for entry in levels:
+        if entry is chosen:
+            break
+        for o in entry[2].samples:
+            specific = max(specific, float(o.memory_peak_bytes or 0.0))
+    specific *= 1.0 + settings.limit_margin
+    mlim = max(upper, by_max, specific, floor, ref_floor)
+    mreq = min(st.mem_mean * settings.memory_request_factor, mlim)
+    if st.cpu_mean is not None:
+        creq = st.cpu_mean * settings.cpu_request_factor
+    else:
+        creq = static.cpu_request_cores or settings.default_cpu_request_cores
+    clim = None
+    if settings.cpu_limit_factor > 0:
+        clim = max(st.cpu_upper or creq, creq) * settings.cpu_limit_factor
+    names = level_names[idx]
+    key = " ".join(f"{n}={v}" for n, v in zip(names, values))
+    figures = {
+        "effective_samples": round(st.n, 3),
+        "mean_log_peak_bytes": round(math.exp(st.mu)),
+        "spread_observed": round(st.spread, 4),
+        "spread_used": round(s_used, 4),
+        "base_limit_bytes": round(base),
+        "margin": round(math.exp(margin) - 1.0, 4),
+        "margin_learned": 1.0 if m_src == "learned" else 0.0,
+        "upper_bytes": round(upper),
+        "recent_max_peak_bytes": round(st.recent_max),
+        "specific_levels_floor_bytes": round(specific),
+        "oom_floor_bytes": round(floor),
+        "ref_floor_bytes": round(ref_floor),
+        "mean_memory_bytes": round(st.mem_mean),
+    }
+    return _finish(mreq, mlim, creq, clim, settings, clamp, key=key, level=idx, samples=st.count,
+                   source="history", figures=figures)
+
+
+def predict(
+    index: HistoryIndex,
+    key: JobKey,
+    now: float,
+    settings: PredictionSettings = DEFAULT_SETTINGS,
+    static: StaticSize | None = None,
+    clamp: Clamp = Clamp(),
+    ref: str | None = None,
+    protected: bool | None = None,
+) -> Allocation:
+    """The allocation for a new job with ``key`` created at ``now`` on ``ref``.
+
+    A job on a ref ``settings`` does not trust also sees its own ref's
+    history (which can only raise its limit).
+    """
+    trusted = ref is None or settings.trusts(ref, protected)
+    ref_levels = index.levels_for(key, ref) if (ref and not trusted) else ()
+    return estimate(index.levels_for(key), index.keys.levels, now, settings, static, clamp,
+                    index=index, trusted=trusted, ref_levels=ref_levels, ref=ref)
+
+
+def predict_for_retry(
+    index: HistoryIndex,
+    key: JobKey,
+    now: float,
+    killed_limits: Sequence[float],
+    settings: PredictionSettings = DEFAULT_SETTINGS,
+    static: StaticSize | None = None,
+    clamp: Clamp = Clamp(),
+    ref: str | None = None,
+    protected: bool | None = None,
+) -> Allocation:
+    """The predictor's view for attempt ``len(killed_limits) + 1`` after OOM kills at those limits.
+
+    ``now`` is the time the *first* attempt was decided (so a retry uses the
+    same history as attempt 1).  All we know about this job's need is that it
+    exceeds ``max(killed_limits)``: the limit becomes at least that times
+    ``retry_growth ** kills`` (and VPA's bump), the request grows with the
+    square root of the limit's growth.  The policy's bump and caps are applied
+    on top by the caller (``retry_bot.decide``).
+    """
+    base = predict(index, key, now, settings, static, clamp, ref, protected)
+    if not killed_limits:
+        return base
+    bound = float(max(killed_limits))
+    kills = len(killed_limits)
+    need = max(bound * settings.retry_growth ** kills, bound * settings.oom_bump_ratio,
+               bound + settings.oom_min_bump_bytes)
+    old_lim = float(base.memory_limit_bytes or bound)
+    new_lim = max(old_lim, need)
+    grow = new_lim / old_lim if old_lim > 0 else 1.0
+    mreq = min(base.memory_request_bytes * math.sqrt(grow), new_lim)
+    figures = dict(base.figures)
+    figures.update({"killed_at_bytes": bound, "kills": kills, "retry_need_bytes": round(need)})
+    out = _finish(mreq, new_lim, base.cpu_request_cores, base.cpu_limit_cores, settings, clamp,
+                  key=base.key, level=base.level, samples=base.samples, source="retry", figures=figures)
+    return out

@@ -1,0 +1,236 @@
+"""Job keys: what a build *is*, extracted from its name and variables, and the fallback chain.
+
+A :class:`JobKey` is a flat set of named fields (``package``, ``version``,
+``variants``, ``compiler``, ``arch``, ``stack`` for Spack; whatever named
+groups a regex yields for other farms).  The :class:`KeySettings` list the
+fallback *levels*, most specific first: the predictor uses the first level
+with enough trusted history, as spack-gantry does with its match-key sets.
+
+Extraction sources, in order (a later source never overrides an earlier one):
+
+1. an explicit mapping (the ``key`` object of a benchmark trace, or a parsed
+   ``spec=`` query string);
+2. job variables named by ``KeySettings.variables`` (for Spack, the
+   ``SPACK_JOB_SPEC_*`` variables the pipeline generator sets);
+3. the job name, through ``KeySettings.name_patterns`` (regexes with named
+   groups; the first that matches wins).
+
+Everything here is pure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+__all__ = [
+    "JobKey",
+    "KeySettings",
+    "SPACK_LEVELS",
+    "SPACK_VARIABLES",
+    "SPACK_NAME_PATTERNS",
+    "GENERIC_LEVELS",
+    "GENERIC_NAME_PATTERNS",
+    "extract_key",
+    "parse_spack_spec",
+    "SpecError",
+]
+
+
+class SpecError(ValueError):
+    """A Spack spec string could not be parsed."""
+
+
+@dataclass(frozen=True)
+class JobKey:
+    """The named fields of one job, e.g. ``package=hdf5 version=1.14.3 ...``.
+
+    ``fields`` is a sorted tuple of ``(name, value)`` pairs so keys hash and
+    compare by value.
+    """
+
+    fields: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, mapping: Mapping[str, str]) -> "JobKey":
+        return cls(tuple(sorted((str(k), str(v)) for k, v in mapping.items() if v is not None)))
+
+    def get(self, name: str) -> str | None:
+        for k, v in self.fields:
+            if k == name:
+                return v
+        return None
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self.fields)
+
+    def level_key(self, level: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The values of ``level``'s fields, or ``None`` when one is missing."""
+        d = dict(self.fields)
+        out = []
+        for name in level:
+            v = d.get(name)
+            if v is None:
+                return None
+            out.append(v)
+        return tuple(out)
+
+    def __str__(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.fields) or "(empty)"
+
+
+#: Spack fallback chain, most specific first (gantry's idea; arch and stack last to go).
+SPACK_LEVELS: tuple[tuple[str, ...], ...] = (
+    ("package", "version", "variants", "compiler", "arch"),
+    ("package", "version", "variants", "compiler"),
+    ("package", "version", "variants"),
+    ("package", "variants", "compiler"),
+    ("package", "version"),
+    ("package", "variants"),
+    ("package",),
+)
+
+#: Field <- job variable, as Spack's pipeline generator and gantry name them.
+SPACK_VARIABLES: Mapping[str, str] = {
+    "package": "SPACK_JOB_SPEC_PKG_NAME",
+    "version": "SPACK_JOB_SPEC_PKG_VERSION",
+    "variants": "SPACK_JOB_SPEC_VARIANTS",
+    "compiler_name": "SPACK_JOB_SPEC_COMPILER_NAME",
+    "compiler_version": "SPACK_JOB_SPEC_COMPILER_VERSION",
+    "arch": "SPACK_JOB_SPEC_ARCH",
+    "stack": "SPACK_CI_STACK_NAME",
+}
+
+#: Spack CI job names: ``<package>@<version> /<hash> %<compiler> arch=<arch> <stack label>``.
+SPACK_NAME_PATTERNS: tuple[str, ...] = (
+    r"^(?P<package>[A-Za-z0-9_][\w.+-]*)@(?P<version>\S+)\s+/\w+\s+%(?P<compiler>\S+)"
+    r"(?:\s+arch=(?P<arch>\S+))?",
+)
+
+#: Non-Spack farms: the job name without a parallel-matrix suffix such as ``3/8``.
+GENERIC_NAME_PATTERNS: tuple[str, ...] = (r"^(?P<job>.+?)(?:\s+\d+/\d+)?\s*$",)
+GENERIC_LEVELS: tuple[tuple[str, ...], ...] = (("project", "job"), ("job",))
+
+
+@dataclass(frozen=True)
+class KeySettings:
+    """How keys are extracted and which fallback levels exist (see ``docs/predictions.md``)."""
+
+    levels: tuple[tuple[str, ...], ...] = SPACK_LEVELS
+    variables: Mapping[str, str] = field(default_factory=lambda: dict(SPACK_VARIABLES))
+    name_patterns: tuple[str, ...] = SPACK_NAME_PATTERNS + GENERIC_NAME_PATTERNS
+    #: Add the GitLab project path as field ``project`` when it is known.
+    include_project: bool = True
+
+    def compiled_patterns(self) -> tuple[re.Pattern[str], ...]:
+        return _compile(self.name_patterns)
+
+
+_PATTERN_CACHE: dict[tuple[str, ...], tuple[re.Pattern[str], ...]] = {}
+
+
+def _compile(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    got = _PATTERN_CACHE.get(patterns)
+    if got is None:
+        got = tuple(re.compile(p) for p in patterns)
+        _PATTERN_CACHE[patterns] = got
+    return got
+
+
+def _norm_variants(v: str) -> str:
+    """Canonical variant string: boolean flags sorted, then ``k=v`` sorted (as the traces do)."""
+    v = v.strip()
+    if not v:
+        return ""
+    flags: list[tuple[str, str]] = []
+    pairs: list[str] = []
+    for tok in v.split():
+        if "=" in tok and not tok.startswith(("+", "~")):
+            pairs.append(tok)
+            continue
+        for m in re.finditer(r"([+~])([^+~\s]+)", tok):
+            flags.append((m.group(2), m.group(1)))
+    flag_s = "".join(f"{sign}{name}" for name, sign in sorted(flags))
+    return " ".join(x for x in [flag_s, *sorted(pairs)] if x)
+
+
+def parse_spack_spec(spec: str) -> dict[str, str]:
+    """Parse a spack-gantry style spec, ``pkg@ver +variants arch=ARCH%compiler@ver``.
+
+    Also accepts the order Spack prints (``pkg@ver %compiler@ver +variants arch=...``)
+    and a spec without variants.  Raises :class:`SpecError` naming the problem.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise SpecError("empty spec")
+    s = spec.strip()
+    if len(s) > 4096:
+        raise SpecError("spec longer than 4096 characters")
+    m = re.match(r"^(?P<package>[A-Za-z0-9_][\w.+-]*)@(?P<version>[^\s%+~]+)(?P<rest>.*)$", s)
+    if not m:
+        raise SpecError(f"spec {spec[:80]!r} does not start with <package>@<version>")
+    out = {"package": m.group("package"), "version": m.group("version")}
+    rest = m.group("rest")
+    arch = re.search(r"\barch=([^\s%]+)", rest)
+    if arch:
+        out["arch"] = arch.group(1)
+        rest = rest[: arch.start()] + " " + rest[arch.end():]
+    comp = re.search(r"%\s*([\w.+-]+@[^\s+~]+|[\w.+-]+)", rest)
+    if comp:
+        out["compiler"] = comp.group(1)
+        rest = rest[: comp.start()] + " " + rest[comp.end():]
+    variants = _norm_variants(rest)
+    if variants:
+        out["variants"] = variants
+    if re.search(r"[^\w\s+~=.,:/@%-]", rest):
+        raise SpecError(f"spec {spec[:80]!r} has unexpected characters in its variants")
+    return out
+
+
+def extract_key(
+    settings: KeySettings,
+    *,
+    job_name: str | None = None,
+    variables: Mapping[str, str] | None = None,
+    explicit: Mapping[str, str] | None = None,
+    project: str | None = None,
+) -> JobKey:
+    """Build the :class:`JobKey` of a job from the sources described in the module docstring."""
+    out: dict[str, str] = {}
+    for k, v in (explicit or {}).items():
+        if isinstance(v, str):
+            out.setdefault(k, v)
+    variables = variables or {}
+    for fld, var in settings.variables.items():
+        v = variables.get(var)
+        if isinstance(v, str) and v.strip():
+            out.setdefault(fld, v.strip())
+    # Spack splits the compiler in two variables; the key has one field.
+    if "compiler" not in out and "compiler_name" in out:
+        cv = out.get("compiler_version")
+        out["compiler"] = f"{out['compiler_name']}@{cv}" if cv else out["compiler_name"]
+    out.pop("compiler_name", None)
+    out.pop("compiler_version", None)
+    if "variants" in out:
+        out["variants"] = _norm_variants(out["variants"])
+    if job_name:
+        for pat in settings.compiled_patterns():
+            m = pat.search(job_name)
+            if m:
+                for k, v in m.groupdict().items():
+                    if v:
+                        out.setdefault(k, v)
+                break
+    if settings.include_project and project:
+        out.setdefault("project", project)
+    return JobKey.of(out)
+
+
+def level_keys(key: JobKey, levels: Iterable[tuple[str, ...]]) -> list[tuple[int, tuple[str, ...]]]:
+    """``(level index, level values)`` for every level the key fills, most specific first."""
+    out = []
+    for i, lv in enumerate(levels):
+        k = key.level_key(lv)
+        if k is not None:
+            out.append((i, k))
+    return out

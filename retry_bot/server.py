@@ -1,0 +1,355 @@
+"""The bot's HTTP endpoints: allocations (spack-gantry compatible), usage collection, health, metrics.
+
+* ``GET /v1/allocation?spec=...`` answers like spack-gantry:
+  ``{"variables": {"KUBERNETES_MEMORY_REQUEST": "2100M", "KUBERNETES_MEMORY_LIMIT": "3000M",
+  "KUBERNETES_CPU_REQUEST": "1500m", "KUBERNETES_CPU_LIMIT": "1800m"}}``; 400 when the spec is
+  missing or invalid.  The runner wrapper may send ``job_name`` (instead of, or besides,
+  ``spec``), ``project`` and ``ref``.  An ``X-Rightsizer-Explain: 1`` header adds an
+  ``explanation`` object (key used, samples, figures).
+* ``POST /v1/usage``: one signed usage record (JSON object) or JSON Lines of them, with
+  ``Authorization: Bearer TOKEN``.  401 without a valid token, 413 above the body limit,
+  400 on bad JSON; every record is verified with
+  :func:`runner_wrapper.record.verify_record`; rejected ones are counted (state store and
+  ``/metrics``) and reported in the answer.  Ingest is idempotent.
+* ``GET /healthz``: ``{"status": "ok"}``.  ``GET /metrics``: the Prometheus registry given.
+
+Construct :class:`AllocationServer` with explicit collaborators (store, settings, tokens,
+keys, registry) and call :meth:`serve_forever` / :meth:`start` (background thread).
+History is re-read from the store at most every ``refresh_seconds`` (and after an ingest).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterable, Mapping
+from urllib.parse import parse_qs, urlsplit
+
+from retry_bot.predict.estimator import Clamp, gantry_variables, new_index, predict
+from retry_bot.predict.history import HistoryIndex
+from retry_bot.predict.keys import SpecError, extract_key, parse_spack_spec
+from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings
+
+__all__ = ["AllocationServer", "IngestResult", "ingest_records", "make_metrics"]
+
+DEFAULT_MAX_BODY = 1 << 20  # 1 MiB
+MAX_QUERY = 8190            # as spack-gantry (aiohttp's default line limit)
+
+
+@dataclass
+class IngestResult:
+    """Outcome of ingesting a batch: stored, duplicates, rejected (with reasons)."""
+
+    stored: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    reasons: list[str] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"stored": self.stored, "duplicates": self.duplicates, "rejected": self.rejected,
+                "errors": list(self.reasons or [])[:20]}
+
+
+class _Metrics:
+    """The endpoint's Prometheus metrics (registered on the given registry)."""
+
+    def __init__(self, registry: Any):
+        from prometheus_client import Counter, Histogram
+
+        self.requests = Counter("rightsizer_http_requests_total", "HTTP requests by endpoint and status",
+                                ["endpoint", "status"], registry=registry)
+        self.records = Counter("rightsizer_usage_records_total", "Usage records by outcome",
+                               ["source", "outcome"], registry=registry)
+        self.latency = Histogram("rightsizer_allocation_seconds", "Time to answer an allocation request",
+                                 registry=registry)
+
+
+def make_metrics(registry: Any) -> _Metrics:
+    return _Metrics(registry)
+
+
+def ingest_records(
+    records: Iterable[tuple[str, Any]],
+    store: Any,
+    keys: Mapping[str, bytes],
+    source: str,
+    metrics: _Metrics | None = None,
+) -> IngestResult:
+    """Verify and store records; ``records`` yields ``(where, dict-or-error)``.
+
+    A record whose signature does not verify (or that is malformed) is rejected
+    and counted with ``store.count_rejected(source, reason)``; a record already
+    stored counts as a duplicate (ingest is idempotent).
+    """
+    from runner_wrapper.record import RecordError, verify_record
+
+    out = IngestResult(reasons=[])
+    for where, data in records:
+        reason = None
+        if isinstance(data, Exception):
+            reason, detail = "malformed", str(data)
+        else:
+            try:
+                verify_record(data, keys)
+            except RecordError as exc:
+                detail = str(exc)
+                reason = "bad_signature" if ("signature" in detail or "signed" in detail or "key id" in detail) \
+                    else "malformed"
+        if reason is None:
+            try:
+                added = store.add_usage_record(data, source)
+            except RecordError as exc:
+                reason, detail = "malformed", str(exc)
+            else:
+                if added:
+                    out.stored += 1
+                else:
+                    out.duplicates += 1
+                if metrics:
+                    metrics.records.labels(source.split(":")[0], "stored" if added else "duplicate").inc()
+                continue
+        out.rejected += 1
+        out.reasons.append(f"{where}: {detail}")  # type: ignore[union-attr]
+        try:
+            store.count_rejected(source.split(":")[0], reason)
+        except Exception:  # noqa: BLE001 - counting must never lose the answer
+            pass
+        if metrics:
+            metrics.records.labels(source.split(":")[0], f"rejected_{reason}").inc()
+    return out
+
+
+class AllocationServer:
+    """The bot-side HTTP server (threaded, stdlib).
+
+    Args:
+        store: a :class:`retry_bot.state.Store` (``usage_records``, ``add_usage_record``,
+            ``count_rejected``), or ``None`` to serve a fixed ``index``.
+        settings: prediction settings (the policy's ``[prediction]`` table).
+        tokens: bearer tokens accepted by ``POST /v1/usage`` (empty: the endpoint answers 401).
+        signing_keys: ``{key_id: key}`` for :func:`verify_record`.
+        registry: a ``prometheus_client.CollectorRegistry`` served at ``/metrics``.
+        max_body: largest accepted request body in bytes (413 above).
+        clamp: runner-class bounds for predictions.
+        index: a prebuilt history (used when ``store`` is ``None``).
+        clock: epoch seconds (injected in tests).
+        host, port: where to listen (port 0: any free port; see :attr:`port`).
+    """
+
+    def __init__(
+        self,
+        store: Any = None,
+        settings: PredictionSettings = DEFAULT_SETTINGS,
+        tokens: Iterable[str] = (),
+        signing_keys: Mapping[str, bytes] | None = None,
+        registry: Any = None,
+        max_body: int = DEFAULT_MAX_BODY,
+        clamp: Clamp = Clamp(),
+        index: HistoryIndex | None = None,
+        clock: Callable[[], float] = time.time,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        refresh_seconds: float = 60.0,
+    ):
+        from prometheus_client import CollectorRegistry
+
+        self.store = store
+        self.settings = settings
+        self.tokens = tuple(t for t in tokens if t)
+        self.signing_keys = dict(signing_keys or {})
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.metrics = _Metrics(self.registry)
+        self.max_body = int(max_body)
+        self.clamp = clamp
+        self.clock = clock
+        self.refresh_seconds = refresh_seconds
+        self._index = index if index is not None else new_index(settings)
+        self._loaded_at = -1e18 if store is not None else clock()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        from runner_wrapper.logconfig import get_logger, register_secret
+
+        for t in self.tokens:
+            register_secret(t)
+        self.log = get_logger("retry_bot.server")
+        self.httpd = ThreadingHTTPServer((host, port), self._handler_class())
+        self.httpd.daemon_threads = True
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = self.httpd.server_address[0]
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> "AllocationServer":
+        """Serve in a background daemon thread."""
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="allocation-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    # ------------------------------------------------------------------ history
+    def index(self) -> HistoryIndex:
+        """The current history, re-read from the store when older than ``refresh_seconds``."""
+        with self._lock:
+            now = self.clock()
+            if self.store is not None and now - self._loaded_at >= self.refresh_seconds:
+                from retry_bot.predict.sources import index_from_store
+
+                self._index = index_from_store(self.store, self.settings)
+                self._loaded_at = now
+            return self._index
+
+    def invalidate(self) -> None:
+        with self._lock:
+            if self.store is not None:
+                self._loaded_at = -1e18
+
+    # ------------------------------------------------------------------ endpoints
+    def allocation(self, query: Mapping[str, list[str]]) -> tuple[int, dict]:
+        spec = (query.get("spec") or [""])[0]
+        job_name = (query.get("job_name") or [""])[0]
+        project = (query.get("project") or [""])[0] or None
+        ref = (query.get("ref") or [""])[0] or None
+        explicit: dict[str, str] = {}
+        if "spec" in query or not job_name:
+            try:
+                explicit = parse_spack_spec(spec)
+            except SpecError as exc:
+                return 400, {"error": "invalid spec" if spec else "missing spec", "detail": str(exc)}
+        key = extract_key(self.settings.keys, job_name=job_name or None, explicit=explicit, project=project)
+        alloc = predict(self.index(), key, self.clock(), self.settings, None, self.clamp, ref)
+        return 200, {"variables": gantry_variables(alloc), "_alloc": alloc}
+
+    def usage(self, body: bytes) -> tuple[int, dict]:
+        text = body.decode("utf-8", "replace").strip()
+        if not text:
+            return 400, {"error": "empty body", "detail": "send one usage record or JSON Lines of them"}
+        items: list[tuple[str, Any]] = []
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            from runner_wrapper.record import iter_jsonl_records
+
+            items = [(f"line {n}", d) for n, d in iter_jsonl_records(text.splitlines())]
+            if items and all(isinstance(d, Exception) for _, d in items):
+                return 400, {"error": "invalid JSON", "detail": str(items[0][1])}
+        else:
+            if isinstance(data, list):
+                items = [(f"item {i}", d) for i, d in enumerate(data)]
+            elif isinstance(data, dict):
+                items = [("record", data)]
+            else:
+                return 400, {"error": "invalid body", "detail": "expected a JSON object, an array or JSON Lines"}
+        if self.store is None:
+            return 503, {"error": "no state store configured"}
+        res = ingest_records(items, self.store, self.signing_keys, "collector", self.metrics)
+        if res.stored:
+            self.invalidate()
+        status = 200 if res.rejected == 0 else (400 if res.stored + res.duplicates == 0 else 207)
+        return status, res.as_dict()
+
+    def authorized(self, header: str | None) -> bool:
+        if not header or not self.tokens:
+            return False
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return False
+        tok = token.strip().encode()
+        ok = False
+        for t in self.tokens:
+            ok |= hmac.compare_digest(tok, t.encode())
+        return ok
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            server_version = "retry-bot"
+            sys_version = ""
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, fmt: str, *args: Any) -> None:  # route to structlog, without query strings
+                pass
+
+            def _send(self, status: int, payload: Any, endpoint: str, ctype: str = "application/json") -> None:
+                body = payload if isinstance(payload, bytes) else (json.dumps(payload) + "\n").encode()
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                server.metrics.requests.labels(endpoint, str(status)).inc()
+                server.log.debug("http.request", method=self.command, endpoint=endpoint, status=status)
+
+            def do_GET(self) -> None:  # noqa: N802 - stdlib API
+                if len(self.path) > MAX_QUERY:
+                    self._send(414, {"error": "request line too long"}, "other")
+                    return
+                parts = urlsplit(self.path)
+                if parts.path == "/healthz":
+                    self._send(200, {"status": "ok"}, "healthz")
+                elif parts.path == "/metrics":
+                    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+                    self._send(200, generate_latest(server.registry), "metrics", CONTENT_TYPE_LATEST)
+                elif parts.path == "/v1/allocation":
+                    started = time.perf_counter()
+                    try:
+                        status, payload = server.allocation(parse_qs(parts.query, keep_blank_values=True))
+                    except Exception as exc:  # noqa: BLE001 - answer, log, keep serving
+                        server.log.error("allocation.failed", error=str(exc))
+                        status, payload = 500, {"error": "internal error"}
+                    alloc = payload.pop("_alloc", None)
+                    if alloc is not None and self.headers.get("X-Rightsizer-Explain") == "1":
+                        payload["explanation"] = alloc.as_dict()
+                    server.metrics.latency.observe(time.perf_counter() - started)
+                    self._send(status, payload, "allocation")
+                else:
+                    self._send(404, {"error": "not found"}, "other")
+
+            def do_POST(self) -> None:  # noqa: N802 - stdlib API
+                parts = urlsplit(self.path)
+                if parts.path != "/v1/usage":
+                    self._send(404, {"error": "not found"}, "other")
+                    return
+                if not server.authorized(self.headers.get("Authorization")):
+                    self.close_connection = True
+                    self._send(401, {"error": "unauthorized", "detail": "send Authorization: Bearer <token>"},
+                               "usage")
+                    return
+                try:
+                    length = int(self.headers.get("Content-Length") or "")
+                except ValueError:
+                    self.close_connection = True
+                    self._send(411, {"error": "Content-Length required"}, "usage")
+                    return
+                if length < 0 or length > server.max_body:
+                    self.close_connection = True
+                    self._send(413, {"error": "body too large", "max_bytes": server.max_body}, "usage")
+                    return
+                body = self.rfile.read(length)
+                try:
+                    status, payload = server.usage(body)
+                except Exception as exc:  # noqa: BLE001
+                    server.log.error("usage.failed", error=str(exc))
+                    status, payload = 500, {"error": "internal error"}
+                self._send(status, payload, "usage")
+
+        return Handler
