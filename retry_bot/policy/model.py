@@ -203,7 +203,7 @@ class ResizeRule:
     ratio: float = 1.5
     min_bump: int = 512 * 2**20
     granularity: int = 256 * 2**20
-    max_memory: int = 32 * 2**30
+    max_memory: int = 96 * 2**30
     #: Memory assumed in force when neither the record, the lineage, the job
     #: variables nor the runner class say (``None``: then a resize needs a peak).
     default_memory: int | None = None

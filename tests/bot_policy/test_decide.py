@@ -198,7 +198,7 @@ def test_unknown_memory_needs_a_default():
 
 
 def test_ceiling_reached_gives_none():
-    d = run(facts(variables={"KUBERNETES_MEMORY_LIMIT": "32Gi"}))
+    d = run(facts(variables={"KUBERNETES_MEMORY_LIMIT": "96Gi"}))
     assert d.action == Action.NONE and "ceiling" in d.reason and d.rule == "resize.max_memory"
 
 

@@ -60,7 +60,7 @@ def test_example_ladder_in_the_default_is_valid():
     text = CONFIG.read_text(encoding="utf-8")
     block = text.split("# BEGIN EXAMPLE LADDER\n", 1)[1].split("# END EXAMPLE LADDER", 1)[0]
     uncommented = "\n".join(re.sub(r"^# ?", "", line) for line in block.splitlines())
-    policy = parse_policy(text.replace('max_memory = "32Gi"', 'max_memory = "256Gi"') + "\n" + uncommented)
+    policy = parse_policy(text.replace('max_memory = "96Gi"', 'max_memory = "256Gi"') + "\n" + uncommented)
     assert [rc.name for rc in policy.runner_classes] == ["small", "large", "huge"]
     assert policy.runner_classes[2].expensive and policy.runner_classes[2].max_concurrent_per_user == 2
     assert policy.placement_for("hpc/x", "build-chromium-120").runner_class == "huge"
@@ -208,7 +208,7 @@ def test_exact_memory_spelling_reads_back(nbytes):
     ("[resize]\nmax_memory = '4GB'", "resize.max_memory", "did you mean '4G'"),
     ("[resize]\nmax_memory = 4.5", "resize.max_memory", "quantity string"),
     ("[resize]\nmin_bump = '-1Gi'", "resize.min_bump", "negative"),
-    ("[resize]\ngranularity = '64Gi'", "resize.granularity", "larger than max_memory"),
+    ("[resize]\ngranularity = '128Gi'", "resize.granularity", "larger than max_memory"),
     ("[resize]\nbeyond_top = 'clamp'", "resize.beyond_top", "cap, stop"),
     ("[resize.cpu]\nmax_cpus = 'lots'", "resize.cpu.max_cpus", "not a Kubernetes quantity"),
     ("[resize.time]\nmax = '10s'", "resize.time.max", "too short"),
