@@ -31,6 +31,19 @@ Actions:
 
 The overall intent completes when the job runs with the new variables; the
 new job joins the lineage in the state store.
+
+Leader fencing.  The state store fences its own writes by leadership term, but
+GitLab knows nothing of terms, so two more rules apply (docs/state.md, the same
+ones :func:`retry_bot.state.perform_once` applies):
+
+* right before each GitLab write, :meth:`Store.ensure_leader` renews the lease
+  or raises :class:`~retry_bot.state.LeadershipLost` (propagated: a deposed
+  replica writes nothing and stops acting);
+* an open intent inherited from an earlier leader after an *early* takeover is
+  not observed before :meth:`Store.reconcile_delay` has passed (until the old
+  lease would have expired): an old leader that is cut off from the database
+  but still alive may have a write in flight until then.  The intent simply
+  waits (``Outcome.status == "waiting"``) and is driven again on a later cycle.
 """
 
 from __future__ import annotations
@@ -41,7 +54,7 @@ from typing import Any, Callable, Mapping
 
 from retry_bot.gitlab.client import AmbiguousWrite, GitLabApiError, GitLabClient, WriteRejected, parse_time
 from retry_bot.gitlab.recreate import CONFIG_VARIABLE, ORIGIN_VARIABLE
-from retry_bot.state import ActionIntent, StateError
+from retry_bot.state import ActionIntent, LeadershipLost, StateError
 from runner_wrapper.logconfig import get_logger
 
 __all__ = ["ActionRequest", "ActionRunner", "ActionSettings", "Outcome", "TEMPLATE_BRIDGE"]
@@ -131,6 +144,8 @@ class ActionRunner:
         """Write the overall intent (committed before any GitLab write)."""
         try:
             return self.store.begin_action(req.key, req.job_id, req.kind, req.to_payload())
+        except LeadershipLost:
+            raise
         except StateError:
             existing = self.store.get_action(req.key)
             if existing is None:
@@ -147,13 +162,26 @@ class ActionRunner:
         return out
 
     def drive(self, intent: ActionIntent, *, only_due: bool = True) -> Outcome:
-        """One step of one overall intent; never raises for GitLab trouble (it waits or fails)."""
+        """One step of one overall intent; never raises for GitLab trouble (it waits or fails).
+
+        Raises :class:`~retry_bot.state.LeadershipLost` when this replica was deposed: it
+        made no GitLab write, and must stop acting (the new leader continues the intent).
+        """
         req = ActionRequest.from_payload(intent.payload)
         if intent.status != "begun":
             return Outcome(req.key, "done" if intent.status == "completed" else "failed",
                            str(intent.error or ""), (intent.result or {}).get("new_job_id"))
         if only_due and req.not_before > self.clock():
             return Outcome(req.key, "waiting", f"backoff until {req.not_before:.0f}")
+        # Sub-intents are begun after their overall intent by the same (or a later)
+        # leader, so the overall intent's term is the oldest: one check covers them all.
+        inherited = self.store.reconcile_delay(intent)
+        if inherited > 0:
+            log.info("action_inherited_waiting", key=req.key, job_url=req.web_url, seconds=round(inherited, 1),
+                     previous_holder=intent.holder, previous_term=intent.term,
+                     note="an earlier leader's write may still land; GitLab is observed once its lease ran out")
+            return Outcome(req.key, "waiting", f"inherited from {intent.holder!r} (term {intent.term}): observing "
+                                               f"GitLab in {inherited:.1f}s, once its lease ran out")
         try:
             if req.kind == "retry":
                 res = self._single(intent, req, "retry")
@@ -186,6 +214,7 @@ class ActionRunner:
                 return self._finish(intent, req, found, observed=True)
             if not self._settled(intent):
                 return Outcome(req.key, "waiting", "an earlier write may still land; waiting before redoing it")
+        self.store.ensure_leader()  # renews the lease, or LeadershipLost: a deposed replica writes nothing
         self._sent[intent.idempotency_key] = self.clock()
         try:
             if kind == "retry":
@@ -279,6 +308,7 @@ class ActionRunner:
                 self.store.complete_action(play_intent.intent_id, {"job_id": manual_id, "observed": True})
                 return self._finish(intent, req, manual_id, observed=True, extra={"pipeline_id": pipeline_id})
             # still manual: our play did not happen (a played job leaves ``manual`` at once)
+        self.store.ensure_leader()
         self._sent[play_intent.idempotency_key] = self.clock()
         try:
             self.client.play_job(req.project_id, manual_id, req.variables)
@@ -304,6 +334,7 @@ class ActionRunner:
                 return found
             if not self._settled(pipe_intent):
                 return None
+        self.store.ensure_leader()
         self._sent[key] = self.clock()
         try:
             pipe = self.client.create_pipeline(req.project_id, req.ref, req.pipeline_variables)

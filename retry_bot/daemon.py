@@ -27,6 +27,7 @@ from retry_bot.gitlab.jobdef import GeneratedPipelineSource
 from retry_bot.metrics import BotMetrics
 from retry_bot.poller import CycleReport, Poller, PollerSettings
 from retry_bot.problems import ConfigError
+from retry_bot.state import LeadershipLost
 from runner_wrapper.logconfig import get_logger
 
 __all__ = ["Bot", "HistoryPredictor", "serve"]
@@ -168,6 +169,11 @@ class Bot:
             if self._lead():
                 try:
                     self.once()
+                except LeadershipLost as exc:
+                    # Deposed mid-cycle (e.g. ensure_leader before a GitLab write): nothing was
+                    # written; stand by, the new leader reconciles our open intents.
+                    log.warning("leadership_lost", holder=self.config.leader_holder, error=str(exc))
+                    self.metrics.is_leader.set(0)
                 except Exception as exc:  # noqa: BLE001 - one bad cycle must not kill the daemon
                     log.exception("poll_cycle_crashed", error=str(exc))
             else:

@@ -26,6 +26,7 @@ A timeline is printed; the exit code is 0 only if all three outcomes happened.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -34,16 +35,22 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
+from runner_wrapper.logconfig import get_logger
 
-__all__ = ["run_demo", "DemoResult"]
+__all__ = ["run_demo", "DemoResult", "project_ci_yaml", "template_text", "demo_cgroup_dirs", "remove_demo_cgroups"]
+
+log = get_logger("retry_bot.demo")
 
 TOKEN = "glpat-demo-" + "0" * 12
 KEY_ID = "demo"
-TEMPLATE = Path(__file__).resolve().parents[1] / "packaging" / "gitlab-ci" / "retry-bot.yml"
+#: Where projects keep the template (``include: local``), and its copy inside the package.
+TEMPLATE_PATH = "packaging/gitlab-ci/retry-bot.yml"
+TEMPLATE_RESOURCE = "retry-bot.yml"
+CGROUP_V1_ROOT = "/sys/fs/cgroup"
 
 DEMO_POLICY = """
 # The demo's policy: the shipped defaults, with no backoff so it fits in a minute.
@@ -73,32 +80,90 @@ BIG_BUILD = ("python3 -c \"import sys; b = bytearray(300 * 2**20); "
              "print('linked big.so using', len(b) >> 20, 'MiB')\"")
 
 
-def _template_text() -> str:
-    if not TEMPLATE.is_file():
-        raise FileNotFoundError(f"the CI template {TEMPLATE} is missing: run the demo from a source checkout "
-                                "installed with `pip install -e .`")
-    return TEMPLATE.read_text()
+def template_text() -> str:
+    """The CI template ``packaging/gitlab-ci/retry-bot.yml``, as shipped inside the package.
+
+    ``retry_bot/gitlab/retry-bot.yml`` is a copy kept byte-identical to the
+    repository's file by ``tests/bot_live/test_demo.py``, so the demo also runs
+    from an installed wheel.
+    """
+    try:
+        return resources.files("retry_bot.gitlab").joinpath(TEMPLATE_RESOURCE).read_text(encoding="utf-8")
+    except (FileNotFoundError, ModuleNotFoundError) as exc:
+        raise FileNotFoundError(
+            f"the CI template retry_bot/gitlab/{TEMPLATE_RESOURCE} is missing from this installation "
+            f"({exc}); reinstall retry-bot (the wheel ships it as package data)") from None
 
 
-def project_config(marker_dir: Path) -> dict[str, Any]:
-    """The demo project's root .gitlab-ci.yml (the template inlined: the stand-in has no ``include:``)."""
-    skip = [{"if": "$RETRY_BOT_CHILD_CONFIG", "when": "never"}, {"when": "on_success"}]
-    cfg: dict[str, Any] = {"stages": ["build", "test"]}
-    cfg.update(yaml.safe_load(_template_text()))
-    cfg["build"] = {"stage": "build", "rules": skip, "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"},
-                    "script": ["echo compiling big.cpp", BIG_BUILD]}
-    cfg["compile"] = {"stage": "build", "rules": skip, "script": [
-        "echo 'cc -c main.c'",
-        "echo \"main.c:3:5: error: expected ';' before '}' token\"",
-        "echo 'make: *** [Makefile:2: main.o] Error 1'",
-        "exit 1"]}
+COMPILE_SCRIPT = ("echo 'cc -c main.c'",
+                  "echo \"main.c:3:5: error: expected ';' before '}' token\"",
+                  "echo 'make: *** [Makefile:2: main.o] Error 1'",
+                  "exit 1")
+
+
+def project_ci_yaml(marker_dir: Path) -> str:
+    """The demo project's root ``.gitlab-ci.yml``, written as a project writes it.
+
+    It includes the real template (``include: local``) and makes
+    ``!reference [.retry-bot:skip, rules]`` the first rule of every job, exactly
+    as ``packaging/gitlab-ci/example.gitlab-ci.yml`` shows.
+    """
     flag = marker_dir / "mirror-resolved"
-    cfg["fetch"] = {"stage": "build", "rules": skip, "script": [
-        "echo '$ curl -fsS https://mirror.example.org/src.tar.gz'",
-        f"if [ ! -e {flag} ]; then touch {flag}; "
-        "echo 'curl: (6) Could not resolve host: mirror.example.org'; exit 6; fi",
-        "echo 'downloaded src.tar.gz'"]}
-    return cfg
+    fetch = ("echo '$ curl -fsS https://mirror.example.org/src.tar.gz'",
+             f"if [ ! -e {flag} ]; then touch {flag}; "
+             "echo 'curl: (6) Could not resolve host: mirror.example.org'; exit 6; fi",
+             "echo 'downloaded src.tar.gz'")
+
+    def job(name: str, script: tuple[str, ...], variables: str = "") -> str:
+        lines = "".join(f"    - {json.dumps(x)}\n" for x in script)  # a JSON string is valid YAML
+        return (f"{name}:\n"
+                "  stage: build\n"
+                "  rules:\n"
+                "    - !reference [.retry-bot:skip, rules]   # (2) first rule of every job\n"
+                "    - when: on_success\n"
+                f"{variables}"
+                f"  script:\n{lines}\n")
+
+    return ("# demo/app: the two additions for the retry bot are marked (1) and (2)\n"
+            "include:\n"
+            f"  - local: {TEMPLATE_PATH}   # (1)\n\n"
+            "stages: [build, test]\n\n"
+            + job("build", ("echo compiling big.cpp", BIG_BUILD), "  variables:\n    KUBERNETES_MEMORY_LIMIT: 128Mi\n")
+            + job("compile", COMPILE_SCRIPT)
+            + job("fetch", fetch))
+
+
+def demo_cgroup_dirs(parent: str) -> list[str]:
+    """Every directory the runner wrapper may create for ``parent`` (existing or not):
+    the cgroup v1 ``memory``/``cpu``/``cpuacct`` hierarchies and the cgroup v2 mount."""
+    from runner_wrapper.cgroup.v1 import v1_hierarchies
+    from runner_wrapper.cgroup.v2 import find_cgroup2_mount
+
+    roots = list(dict.fromkeys(v1_hierarchies(CGROUP_V1_ROOT).values()))
+    v2 = find_cgroup2_mount()
+    if v2:
+        roots.append(v2)
+    return [os.path.join(r, parent) for r in roots]
+
+
+def remove_demo_cgroups(parent: str) -> list[str]:
+    """Remove the demo's parent cgroups (and any job cgroup left below them).
+
+    Returns the directories that could not be removed (a process still in
+    them), after logging why; an empty list means nothing is left behind.
+    """
+    from runner_wrapper.cgroup.base import CgroupError, rmdir_tree
+
+    left: list[str] = []
+    for d in demo_cgroup_dirs(parent):
+        try:
+            rmdir_tree(d)
+        except (CgroupError, OSError) as exc:
+            log.warning("demo_cgroup_left_behind", path=d, error=str(exc),
+                        hint=f"remove it with: rmdir {d} (once its processes ended)")
+        if os.path.isdir(d):
+            left.append(d)
+    return left
 
 
 @dataclass
@@ -108,6 +173,8 @@ class DemoResult:
     seconds: float = 0.0
     timeline: list[str] = field(default_factory=list)
     backend: str = ""
+    #: Parent cgroup directories that could not be removed (empty: nothing left behind).
+    cgroups_left: list[str] = field(default_factory=list)
 
 
 class _Timeline:
@@ -164,7 +231,8 @@ def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = Fa
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="retry-bot-demo-", dir=workdir))
     key = secrets.token_hex(32)
-    wrapper_cfg = _wrapper_config(tmp, f"retry-bot-demo-{os.getpid()}", backend)
+    cgroup_parent = f"retry-bot-demo-{os.getpid()}"
+    wrapper_cfg = _wrapper_config(tmp, cgroup_parent, backend)
     tl = _Timeline(out, live)
     standin = StandIn(token=TOKEN)
     bot: Bot | None = None
@@ -172,7 +240,7 @@ def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = Fa
     try:
         url = standin.start()
         tl.add("gitlab", f"stand-in listening on {url}")
-        standin.add_project("demo/app", project_config(tmp))
+        standin.add_project("demo/app", project_ci_yaml(tmp), files={TEMPLATE_PATH: template_text()})
         names: dict[int, str] = {}
 
         def on_job(job: Any) -> None:
@@ -285,13 +353,17 @@ def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = Fa
     finally:
         if bot is not None:
             bot.close()
-        standin.stop()
+        standin.stop()  # also stops the runner loops (each finishes the job in hand)
+        # The wrapper removes each job's cgroup, never the parent it created them in.
+        result.cgroups_left = remove_demo_cgroups(cgroup_parent)
         result.seconds = time.monotonic() - started
         result.timeline = tl.lines
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
     print("", file=out)
     print(f"measurement backend: {result.backend}", file=out)
+    for d in result.cgroups_left:
+        print(f"  cgroup left behind (a process is still in it): {d}", file=out)
     labels = {"oom_recovered": "OOM-killed build re-created with more memory and succeeded",
               "compile_left_alone": "compile error left alone (not retried)",
               "transient_retried_once": "transient network failure retried once, then succeeded"}

@@ -36,7 +36,7 @@ from retry_bot.decide import ClassUsage, Decision, LineageAttempt, decide
 from retry_bot.gitlab.client import GitLabApiError, GitLabClient, NotFound, parse_time
 from retry_bot.gitlab.jobdef import (GeneratedPipelineSource, JobDefinition, JobDefinitionError,
                                      fetch_job_definition)
-from retry_bot.gitlab.recreate import ChildPipelineSpec, build_child_config, pipeline_variables
+from retry_bot.gitlab.recreate import ChildPipelineSpec, build_child_config, parse_gitlab_duration, pipeline_variables
 from retry_bot.model import Classification, JobFacts
 from retry_bot.state import LeadershipLost
 from runner_wrapper.logconfig import get_logger
@@ -277,16 +277,19 @@ class Poller:
                                              status=facts.status)
         policy = self.policy()
         defn = None
-        if record is None and classification.family.value in ("oom", "timeout") and self.store.origin_of(jid) == jid:
+        family = classification.family.value
+        if (family == "timeout" or record is None and family == "oom") and self.store.origin_of(jid) == jid:
             # No usage record (e.g. the Kubernetes executor): the limits in force are the
-            # job's YAML variables, which the definition (needed to re-create it anyway) has.
+            # job's YAML variables, which the definition (needed to re-create it anyway) has;
+            # for a timeout, its ``timeout:`` is the time limit in force.
             try:
                 defn = self._definition(proj, job, facts)
                 yaml_vars = {k: str(v) for k, v in defn.variables.items() if not isinstance(v, Mapping)}
                 facts = replace(facts, variables={**yaml_vars, **facts.variables})
             except (JobDefinitionError, ValueError, NotFound) as exc:
                 log.info("job_definition_unavailable", job_url=facts.web_url, reason=str(exc))
-        lineage = self._lineage(jid, facts, classification, record)
+        lineage = self._lineage(jid, facts, classification, record,
+                                origin_timeout=parse_gitlab_duration(defn.body.get("timeout")) if defn else None)
         predicted = None
         if self.predictor is not None:
             try:
@@ -340,10 +343,23 @@ class Poller:
 
     # ------------------------------------------------------------------ helpers
 
-    def _lineage(self, jid: int, facts: JobFacts, cls: Classification, record: Any) -> list[LineageAttempt]:
+    def _lineage(self, jid: int, facts: JobFacts, cls: Classification, record: Any, *,
+                 origin_timeout: float | None = None) -> list[LineageAttempt]:
+        """The job's lineage for :func:`decide`.
+
+        The timeout in force of each attempt: the origin's from its definition's
+        ``timeout:`` (when it was read), each re-created job's from the decision that
+        created it (``timeout_seconds``, set by a timeout resize), else its predecessor's.
+        """
         lin = self.store.lineage_for(jid)
         out: list[LineageAttempt] = []
+        timeout = origin_timeout
         for m in lin.attempts:
+            if out:
+                prev = self.store.get_job(out[-1].job_id)
+                t = ((prev.decision or {}).get("timeout_seconds") if prev is not None else None)
+                if isinstance(t, (int, float)) and t > 0:
+                    timeout = float(t)
             fam = cat = None
             finished = None
             if m.job_id == jid:
@@ -361,13 +377,18 @@ class Poller:
                 limit, peak = _record_memory(record, facts, limit, peak)
             out.append(LineageAttempt(job_id=m.job_id, action=m.action, family=fam, category=cat,
                                       memory_limit_bytes=limit, memory_peak_bytes=peak,
-                                      runner_class=m.runner_class, finished_at=finished))
+                                      runner_class=m.runner_class, finished_at=finished, timeout_seconds=timeout))
         if not any(a.job_id == jid for a in out):
+            if out:
+                prev = self.store.get_job(out[-1].job_id)
+                t = ((prev.decision or {}).get("timeout_seconds") if prev is not None else None)
+                if isinstance(t, (int, float)) and t > 0:
+                    timeout = float(t)
             limit, peak = _record_memory(record, facts, None, None)
             out.append(LineageAttempt(job_id=jid, action="origin" if not out else "retry",
                                       family=cls.family.value, category=cls.category,
                                       memory_limit_bytes=limit, memory_peak_bytes=peak,
-                                      finished_at=facts.finished_at))
+                                      finished_at=facts.finished_at, timeout_seconds=timeout))
         return out
 
     def _class_usage(self) -> ClassUsage:
@@ -406,13 +427,15 @@ class Poller:
             # A bot-created manual job that already ran: GraphQL jobRetry with variables
             # (the new job starts at once).  Tags cannot change this way; a class change
             # re-creates from the definition instead.
+            # Nor can it change ``timeout:``: a timeout resize re-creates too.
             prev = next((a for a in lineage if a.job_id == facts.job_id), None)
-            if prev is None or decision.runner_class in (None, prev.runner_class):
+            if decision.timeout_seconds is None and (prev is None or decision.runner_class in (None, prev.runner_class)):
                 return ActionRequest(kind="job_retry", variables=variables, **base)
         defn = defn or self._definition(proj, job, facts)
         spec = ChildPipelineSpec(origin_job_id=origin, origin_pipeline_id=facts.pipeline_id,
                                  failed_job_id=facts.job_id, attempt=decision.attempt,
-                                 runner_class=decision.runner_class, tags=tuple(decision.tags))
+                                 runner_class=decision.runner_class, tags=tuple(decision.tags),
+                                 timeout_seconds=decision.timeout_seconds)
         text = build_child_config(defn, spec)
         return ActionRequest(kind="resize", variables=variables, pipeline_variables=pipeline_variables(text, spec),
                              **base)

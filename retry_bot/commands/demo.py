@@ -10,6 +10,9 @@ failure was retried once.
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+import threading
 from typing import Any
 
 __all__ = ["register", "handle"]
@@ -32,5 +35,15 @@ def handle(args: argparse.Namespace) -> int:
 
     if not args.verbose:
         configure_logging(args.log_format, "error")
-    result = run_demo(timeout=args.timeout, keep=args.keep, backend=args.backend)
+    if threading.current_thread() is threading.main_thread():
+        # Ctrl-C and SIGTERM both end the demo through its cleanup (even when started in the
+        # background, where a shell makes SIGINT ignored).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        result = run_demo(timeout=args.timeout, keep=args.keep, backend=args.backend)
+    except KeyboardInterrupt:
+        # run_demo already stopped everything and removed its cgroups and files.
+        print("demo interrupted", file=sys.stderr)
+        return 130
     return 0 if result.ok else 1

@@ -16,6 +16,7 @@ This module is pure: :func:`build_child_config` maps a
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -28,6 +29,8 @@ __all__ = [
     "build_child_config",
     "pipeline_variables",
     "REMOVED_KEYWORDS",
+    "format_gitlab_duration",
+    "parse_gitlab_duration",
 ]
 
 #: Pipeline and job variable naming the job a lineage started from.
@@ -57,6 +60,8 @@ class ChildPipelineSpec:
     attempt: int
     runner_class: str | None
     tags: Sequence[str]
+    #: The copy's job timeout (``timeout:``), from the decision (``[resize.time]``); ``None`` keeps the job's.
+    timeout_seconds: float | None = None
 
 
 def build_child_config(defn: JobDefinition, spec: ChildPipelineSpec) -> str:
@@ -68,6 +73,9 @@ def build_child_config(defn: JobDefinition, spec: ChildPipelineSpec) -> str:
       with ``allow_failure: false`` so the child pipeline waits for the bot;
     * ``tags`` are those of the chosen runner class (unchanged when the policy
       kept the class);
+    * ``timeout`` is ``spec.timeout_seconds`` when the decision raised it (a
+      timeout resize), written as GitLab writes durations (``1h 30m``);
+      otherwise the job's own ``timeout:`` (if any) is kept;
     * variables: the job's effective YAML variables, the ``parallel`` instance
       variables, and ``RETRY_BOT_ORIGIN_JOB_ID`` and friends.  The *upgraded*
       resource variables are **not** here: the bot passes them when it plays
@@ -88,6 +96,8 @@ def build_child_config(defn: JobDefinition, spec: ChildPipelineSpec) -> str:
     body["needs"] = []
     if spec.tags:
         body["tags"] = list(spec.tags)
+    if spec.timeout_seconds is not None:
+        body["timeout"] = format_gitlab_duration(spec.timeout_seconds)
     variables: dict[str, Any] = {}
     for k, v in defn.variables.items():
         variables[k] = v
@@ -107,6 +117,54 @@ def build_child_config(defn: JobDefinition, spec: ChildPipelineSpec) -> str:
         raise ValueError(f"the child configuration of job {defn.name!r} is {len(text)} bytes, "
                          f"more than {MAX_CONFIG_BYTES}; it cannot travel in a pipeline variable")
     return text
+
+
+_UNIT_SECONDS = {"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+                 "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+                 "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
+                 "d": 86400, "day": 86400, "days": 86400, "w": 604800, "week": 604800, "weeks": 604800}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
+
+
+def format_gitlab_duration(seconds: float) -> str:
+    """``5400`` -> ``"1h 30m"``: a job ``timeout:`` as GitLab writes it (whole seconds, rounded up).
+
+    GitLab parses ``timeout:`` with ChronicDuration; hours, minutes and seconds
+    are understood by every version (and by the stand-in).
+    """
+    if seconds <= 0:
+        raise ValueError(f"a job timeout must be positive, not {seconds!r}")
+    total = int(-(-seconds // 1))
+    h, rest = divmod(total, 3600)
+    m, sec = divmod(rest, 60)
+    parts = [f"{h}h" if h else "", f"{m}m" if m else "", f"{sec}s" if sec else ""]
+    return " ".join(p for p in parts if p)
+
+
+def parse_gitlab_duration(value: Any) -> float | None:
+    """A job ``timeout:`` (``"1h 30m"``, ``"90 minutes"``, ``"3600"``, ``3600``) in seconds, ``None`` if unreadable.
+
+    A bare number is seconds, as in ChronicDuration.
+    """
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if value > 0 else None
+    text = str(value).strip().lower().replace(",", " ").replace(" and ", " ")
+    if not text:
+        return None
+    total, pos = 0.0, 0
+    for m in _DURATION_PART.finditer(text):
+        if text[pos:m.start()].strip():
+            return None
+        unit = m.group(2) or "s"
+        if unit not in _UNIT_SECONDS:
+            return None
+        total += float(m.group(1)) * _UNIT_SECONDS[unit]
+        pos = m.end()
+    if text[pos:].strip() or total <= 0:
+        return None
+    return total
 
 
 def _needs_names(needs: Any) -> list[str]:

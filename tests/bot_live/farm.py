@@ -76,8 +76,9 @@ max_cpus = "8"
 
 
 def project_config(jobs: Mapping[str, Mapping[str, Any]], stages: tuple[str, ...] = ("build", "test")) -> dict:
-    """A root .gitlab-ci.yml as a project writes it: the template inlined (the stand-in has no
-    `include:`) and the skip rule first in every job's rules (what example.gitlab-ci.yml shows)."""
+    """A root .gitlab-ci.yml as a project writes it: the template merged in and the skip rule first
+    in every job's rules (what example.gitlab-ci.yml shows; the `include: local` + `!reference` form
+    itself is exercised by the demo and tests/bot_live/test_demo.py)."""
     cfg: dict[str, Any] = {"stages": list(stages)}
     cfg.update(yaml.safe_load(TEMPLATE.read_text()))
     for name, job in jobs.items():
