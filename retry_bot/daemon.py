@@ -79,7 +79,7 @@ class Bot:
                                                     for s in config.generated)),
             policy=lambda: self._policy, taxonomy=self.taxonomy, signing_keys=config.signing_keys,
             actions=self.actions, metrics=self.metrics, clock=clock,
-            predictor=HistoryPredictor(self.store, clock=clock))
+            predictor=HistoryPredictor(self.store, policy=lambda: self._policy, clock=clock))
         self._stop = threading.Event()
         self._renewed = time.monotonic()
         self._http: Any = None
@@ -190,8 +190,13 @@ class Bot:
         except ImportError:  # the prediction endpoints are optional
             self._http = _start_http(host, int(port), self)
             return f"http://{host}:{self._http.server_address[1]}"
+        from retry_bot.predict.estimator import Clamp
+        from retry_bot.predict.sources import settings_from_policy
+
         srv = AllocationServer(store=self.store, tokens=self.config.usage_tokens,
                                signing_keys=self.config.signing_keys, registry=self.metrics.registry,
+                               settings=settings_from_policy(self._policy),
+                               clamp=Clamp(max_memory_bytes=self._policy.memory_cap()),
                                host=host, port=int(port), clock=self.clock)
         srv.start()
         self._http = srv
@@ -227,20 +232,40 @@ class HistoryPredictor:
     every ``refresh_seconds``.
     """
 
-    def __init__(self, store: Any, *, clock: Callable[[], float] = time.time, refresh_seconds: float = 300.0) -> None:
-        from retry_bot.predict import DEFAULT_SETTINGS
-
+    def __init__(self, store: Any, *, policy: Callable[[], Any] | None = None,
+                 clock: Callable[[], float] = time.time, refresh_seconds: float = 300.0) -> None:
         self.store = store
-        self.settings = DEFAULT_SETTINGS
+        self.policy = policy
         self.clock = clock
         self.refresh_seconds = refresh_seconds
         self._index: Any = None
         self._loaded = -1e18
+        self._settings_for: Any = object()
+        self.settings: Any = None
+        self.clamp: Any = None
+        self._refresh_settings()
+
+    def _refresh_settings(self) -> None:
+        """Take ``[prediction]`` and the memory cap from the policy in force (it may be reloaded)."""
+        from retry_bot.predict import DEFAULT_SETTINGS
+        from retry_bot.predict.estimator import Clamp
+        from retry_bot.predict.sources import settings_from_policy
+
+        pol = self.policy() if self.policy is not None else None
+        if pol is self._settings_for:
+            return
+        self._settings_for = pol
+        settings = settings_from_policy(pol) if pol is not None else DEFAULT_SETTINGS
+        if settings != self.settings:
+            self._index = None  # keys or trust rules may differ: rebuild from the store
+        self.settings = settings
+        self.clamp = Clamp(max_memory_bytes=pol.memory_cap()) if pol is not None else Clamp()
 
     def __call__(self, facts: Any, record: Any) -> int | None:
         from retry_bot.predict import extract_key, predict_for_retry
         from retry_bot.predict.sources import index_from_store
 
+        self._refresh_settings()
         now = self.clock()
         if self._index is None or now - self._loaded >= self.refresh_seconds:
             self._index = index_from_store(self.store, self.settings)
@@ -250,8 +275,8 @@ class HistoryPredictor:
         killed = []
         if record is not None and record.oom_killed and record.limits.memory_limit_bytes:
             killed.append(float(record.limits.memory_limit_bytes))
-        alloc = predict_for_retry(self._index, key, now, killed, self.settings, ref=facts.ref,
-                                  protected=facts.protected)
+        alloc = predict_for_retry(self._index, key, now, killed, self.settings, clamp=self.clamp,
+                                  ref=facts.ref, protected=facts.protected)
         if alloc.samples <= 0:
             return None
         return int(alloc.memory_limit_bytes or alloc.memory_request_bytes)

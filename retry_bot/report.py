@@ -159,25 +159,11 @@ def collect_from_store(store: Any, top: int = 8) -> ReportData:
 
 
 def _store_families(store: Any) -> tuple[dict[str, int], str]:
-    fn = getattr(store, "family_counts", None)
-    if callable(fn):
-        try:
-            return dict(fn()), ""
-        except Exception as exc:  # noqa: BLE001 - a picture without this part is still useful
-            return {}, f"could not read the classifications: {exc}"
-    # Fallback until the store offers family_counts(): read the classification column.
     try:
-        rows = store._read(lambda tx: tx.execute("SELECT classification FROM jobs"))
-    except Exception as exc:  # noqa: BLE001
+        counts = dict(store.family_counts())
+    except Exception as exc:  # noqa: BLE001 - a picture without this part is still useful
         return {}, f"could not read the classifications: {exc}"
-    c: Counter[str] = Counter()
-    for r in rows:
-        try:
-            fam = json.loads(r["classification"]).get("family")
-        except (ValueError, TypeError, AttributeError):
-            fam = None
-        c[str(fam or "unknown")] += 1
-    return dict(c), "" if c else "No classified job in the state store yet."
+    return counts, "" if counts else "No classified job in the state store yet."
 
 
 # ------------------------------------------------------------------ rendering

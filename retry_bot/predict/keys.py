@@ -89,6 +89,10 @@ SPACK_LEVELS: tuple[tuple[str, ...], ...] = (
     ("package", "version"),
     ("package", "variants"),
     ("package",),
+    # Jobs that are not Spack builds (the name pattern's ``job`` fallback) are
+    # keyed by project and job name, so the default works on any farm.
+    ("project", "job"),
+    ("job",),
 )
 
 #: Field <- job variable, as Spack's pipeline generator and gantry name them.

@@ -346,6 +346,15 @@ class Store:
                 return
             last = int(rows[-1]["job_id"])
 
+    def family_counts(self) -> dict[str, int]:
+        """How many seen jobs were classified into each failure family (``unknown`` when unclassified)."""
+        counts: dict[str, int] = {}
+        for job in self.jobs():
+            fam = (job.classification or {}).get("family") if isinstance(job.classification, Mapping) else None
+            key = str(fam or "unknown")
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
     # ------------------------------------------------------------------ lineage
 
     def origin_of(self, job_id: int) -> int:

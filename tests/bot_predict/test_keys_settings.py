@@ -36,8 +36,12 @@ def test_fallback_levels_are_most_specific_first():
     key = JobKey.of({"package": "hdf5", "version": "1.14", "variants": "", "compiler": "gcc@12"})
     lv = KeySettings().levels
     filled = [i for i, level in enumerate(lv) if key.level_key(level) is not None]
-    assert filled[0] == 1 and filled[-1] == len(lv) - 1     # no arch: level 0 is skipped
-    assert key.level_key(lv[-1]) == ("hdf5",)
+    assert filled[0] == 1                                    # no arch: level 0 is skipped
+    assert key.level_key(lv[filled[-1]]) == ("hdf5",)       # the least specific Spack level
+    # the generic levels at the end serve jobs that are not Spack builds, never Spack keys
+    assert [lv[i] for i in range(len(lv)) if "job" in lv[i]] == [("project", "job"), ("job",)]
+    generic = JobKey.of({"job": "build", "project": "g/p"})
+    assert [generic.level_key(level) for level in lv if generic.level_key(level)] == [("g/p", "build"), ("build",)]
 
 
 def test_generic_extraction_uses_named_groups():

@@ -321,3 +321,10 @@ def test_threads_sharing_one_store_create_each_intent_once(store):
     for t in threads:
         t.join()
     assert sorted(created) == sorted(f"t:{i}" for i in range(20))
+
+
+def test_family_counts_summarises_classifications(store):
+    store.mark_job_seen(1, 7, {"job_id": 1}, {"family": "oom", "category": "oom"})
+    store.mark_job_seen(2, 7, {"job_id": 2}, {"family": "oom", "category": "killed"})
+    store.mark_job_seen(3, 7, {"job_id": 3}, {"family": "build_error", "category": "compile_error"})
+    assert store.family_counts() == {"oom": 2, "build_error": 1}
