@@ -62,11 +62,30 @@ def _check(args: argparse.Namespace) -> int:
     from retry_bot.problems import ConfigError
 
     try:
-        load_policy(args.file)
+        policy = load_policy(args.file)
     except ConfigError as exc:
         return _report(exc)
+    for warning in policy_warnings(policy):
+        print(f"{args.file}: warning: {warning}", file=sys.stderr)
     print("OK")
     return EXIT_OK
+
+
+def policy_warnings(policy: object) -> list[str]:
+    """Valid but probably unintended settings: said, never fatal (exit 0)."""
+    from retry_bot.policy import Action
+
+    out: list[str] = []
+    rule = policy.families.get("oom")  # type: ignore[attr-defined]
+    resizes = rule is not None and rule.action == Action.RESIZE
+    knows_default = policy.resize.default_memory is not None or any(  # type: ignore[attr-defined]
+        rc.default_memory is not None for rc in policy.runner_classes)  # type: ignore[attr-defined]
+    if resizes and not knows_default:
+        out.append("resize.default_memory is not set and no runner class has default_memory: an OOM-killed "
+                   "job with no usage record and no memory variable (e.g. Kubernetes 'OOMKilled' under the "
+                   "runner's default limit) cannot be resized and is left alone; set it to your runners' "
+                   "default memory limit")
+    return out
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -96,3 +96,14 @@ def test_entry_point_in_a_real_process(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert f"{f}:2: resize.ratio:" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_check_warns_when_oom_jobs_without_figures_cannot_be_resized(tmp_path, capsys):
+    f = tmp_path / "p.toml"
+    f.write_text("")
+    assert main(["policy", "check", str(f)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: resize.default_memory is not set" in err
+    f.write_text('[resize]\ndefault_memory = "8Gi"\n')
+    assert main(["policy", "check", str(f)]) == 0
+    assert "warning" not in capsys.readouterr().err
