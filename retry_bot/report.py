@@ -23,7 +23,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-__all__ = ["Point", "ReportData", "collect_from_trace", "collect_from_store", "render_html"]
+__all__ = ["Point", "ReportData", "ReportError", "collect_from_trace", "collect_from_store", "render_html",
+           "render_png", "find_chromium", "output_format"]
 
 GB = 1e9
 COLORS = {"request": "#1f77b4", "used": "#ff7f0e", "peak": "#d62728", "limit": "#7f7f7f",
@@ -46,6 +47,7 @@ class Point:
     recovered: bool = False
     failed: bool = False
     static_request: float | None = None
+    job_id: int | None = None
 
 
 @dataclass
@@ -113,49 +115,142 @@ def collect_from_trace(path: str, policy_path: str | None = None, top: int = 8) 
 
 
 def collect_from_store(store: Any, top: int = 8) -> ReportData:
-    """Gather the page's data from a :class:`retry_bot.state.Store`."""
+    """Gather the page's data from a :class:`retry_bot.state.Store`.
+
+    OOM kills and recoveries come from two places, merged by job id: the usage
+    records (``oom_killed``) and the bot's own tables, through the store's
+    public API (``jobs()``: every failed job the bot classified; ``lineage_for``:
+    what it re-created and how each attempt ended).  A kill is counted once per
+    job; a *recovery* is a lineage with a killed attempt followed by a
+    re-created attempt (``retry`` or ``resize``) whose status is ``success``,
+    counted once per lineage.  The bot stores usage records only for the failed
+    jobs it reads, so the successful copy is usually known from the lineage alone.
+    """
     from retry_bot.predict.history import parse_time
     from retry_bot.predict.keys import KeySettings, extract_key
 
     keys = KeySettings()
     packages: dict[str, list[Point]] = defaultdict(list)
     reserved: Counter[str] = Counter()
-    kills_total = recovered = records = 0
+    records = 0
+    killed: set[int] = set()
+    with_record: set[int] = set()
+
+    def package_of(name: str | None, variables: Mapping[str, Any] | None) -> str:
+        key = extract_key(keys, job_name=name, variables={str(k): str(v) for k, v in (variables or {}).items()})
+        return key.get("package") or key.get("job") or (name or "?")
+
     for row in store.usage_records():
         records += 1
         rec = row.get("record") or {}
         job = rec.get("job") or {}
-        key = extract_key(keys, job_name=row.get("job_name"), variables=job.get("variables") or {})
-        pkg = key.get("package") or key.get("job") or (row.get("job_name") or "?")
+        pkg = package_of(row.get("job_name"), job.get("variables"))
         t = parse_time(row.get("finished_at")) or 0.0
         req = row.get("memory_request_bytes") or row.get("memory_limit_bytes") or 0
         oom = bool(row.get("oom_killed"))
-        kills_total += oom
+        jid = row.get("job_id")
+        if isinstance(jid, int):
+            with_record.add(jid)
+            if oom:
+                killed.add(jid)
         lim = row.get("memory_limit_bytes")
         wall = row.get("wall_seconds") or 0.0
         reserved[pkg] += float(req or 0) * float(wall or 0)
         packages[pkg].append(Point(
             t=t, request=float(req or 0), used_mean=None if oom else row.get("memory_mean_bytes"),
             used_peak=None if oom else row.get("memory_peak_bytes"), limit=None if lim is None else float(lim),
-            kills=((t, float(lim)),) if (oom and lim) else (), failed=oom))
-    # a kill followed by a successful run of the same package counts as a recovery
-    for pts in packages.values():
+            kills=((t, float(lim)),) if (oom and lim) else (), failed=oom, job_id=jid if isinstance(jid, int) else None))
+
+    # The bot's tables: OOM-classified failed jobs, and the lineages they belong to.
+    oom_jobs: dict[int, Any] = {}
+    lineage_note = ""
+    try:
+        for job in store.jobs():
+            cls = job.classification if isinstance(job.classification, Mapping) else {}
+            if str(cls.get("family") or "") == "oom":
+                oom_jobs[job.job_id] = job
+                killed.add(job.job_id)
+    except Exception as exc:  # noqa: BLE001 - a picture without this part is still useful
+        lineage_note = f"could not read the bot's jobs: {exc}"
+    recovered_lineages: set[int] = set()
+    recovered_jobs: dict[int, Any] = {}
+    seen_origins: set[int] = set()
+    for jid in sorted(killed):
+        try:
+            lin = store.lineage_for(jid)
+        except Exception as exc:  # noqa: BLE001
+            lineage_note = f"could not read lineages: {exc}"
+            break
+        if lin.origin_job_id in seen_origins:
+            continue
+        seen_origins.add(lin.origin_job_id)
+        first_kill = min((m.attempt for m in lin.attempts if m.job_id in killed), default=None)
+        if first_kill is None:
+            continue
+        for m in lin.attempts:
+            if m.attempt > first_kill and m.action in ("retry", "resize") and m.status == "success":
+                recovered_lineages.add(lin.origin_job_id)
+                recovered_jobs[m.job_id] = m
+                break
+    # Kills and recoveries the usage records do not show still get a mark on the chart.
+    for jid, job in oom_jobs.items():
+        if jid in with_record:
+            continue
+        facts = job.facts if isinstance(job.facts, Mapping) else {}
+        variables = facts.get("variables") or {}
+        member = _member_of(store, jid)
+        lim = member.memory_limit_bytes if member is not None else None
+        lim = lim or _quantity(variables.get("KUBERNETES_MEMORY_LIMIT"))
+        req = _quantity(variables.get("KUBERNETES_MEMORY_REQUEST")) or lim or 0
+        t = parse_time(facts.get("finished_at")) or float(job.seen_at or 0.0)
+        packages[package_of(facts.get("name"), variables)].append(Point(
+            t=t, request=float(req), used_mean=None, used_peak=None, limit=None if lim is None else float(lim),
+            kills=((t, float(lim)),) if lim else (), failed=True, job_id=jid))
+    for jid, m in recovered_jobs.items():
+        pts = [p for pts in packages.values() for p in pts if p.job_id == jid]
+        if pts:
+            continue
+        origin = oom_jobs.get(m.origin_job_id)
+        facts = origin.facts if origin is not None and isinstance(origin.facts, Mapping) else {}
+        variables = {**(facts.get("variables") or {}), **dict(m.variables or {})}
+        lim = m.memory_limit_bytes or _quantity(variables.get("KUBERNETES_MEMORY_LIMIT"))
+        req = _quantity(variables.get("KUBERNETES_MEMORY_REQUEST")) or lim or 0
+        packages[package_of(facts.get("name"), variables)].append(Point(
+            t=float(m.updated_at or m.created_at or 0.0), request=float(req), used_mean=None, used_peak=None,
+            limit=None if lim is None else float(lim), job_id=jid))
+    for name, pts in packages.items():
         pts.sort(key=lambda p: p.t)
-        pending = False
-        for i, p in enumerate(pts):
-            if p.kills:
-                pending = True
-            elif pending:
-                recovered += 1
-                pts[i] = Point(**{**p.__dict__, "recovered": True})
-                pending = False
+        packages[name] = [Point(**{**p.__dict__, "recovered": True}) if p.job_id in recovered_jobs else p
+                          for p in pts]
+        if name not in reserved:
+            reserved[name] = 0.0
     families, note = _store_families(store)
     chosen = [p for p, _ in reserved.most_common(top)] or list(packages)[:top]
     return ReportData(
         title="Memory right-sizing: usage history", source=f"state store {getattr(store, 'location', '')}",
         packages={p: packages[p] for p in chosen},
-        summary={"usage records": records, "OOM kills": kills_total, "recoveries": recovered},
-        families=families, families_note=note)
+        summary={"usage records": records, "OOM kills": len(killed),
+                 "recoveries (re-created job succeeded)": len(recovered_lineages)},
+        families=families, families_note=" ".join(x for x in (note, lineage_note) if x))
+
+
+def _member_of(store: Any, job_id: int) -> Any:
+    try:
+        lin = store.lineage_for(job_id)
+    except Exception:  # noqa: BLE001
+        return None
+    return next((m for m in lin.attempts if m.job_id == job_id), None)
+
+
+def _quantity(value: Any) -> float | None:
+    from runner_wrapper.quantity import QuantityError, parse_memory
+
+    if value in (None, ""):
+        return None
+    try:
+        return float(parse_memory(str(value)))
+    except (QuantityError, ValueError, TypeError):
+        return None
 
 
 def _store_families(store: Any) -> tuple[dict[str, int], str]:
@@ -182,7 +277,7 @@ def _nice_max(v: float) -> float:
 
 
 def _package_svg(name: str, pts: Sequence[Point], w: int = 460, h: int = 220) -> str:
-    pad_l, pad_r, pad_t, pad_b = 48, 10, 22, 28
+    pad_l, pad_r, pad_t, pad_b = 62, 10, 22, 28
     t0 = min(p.t for p in pts)
     t1 = max(max(p.t for p in pts), max((k[0] for p in pts for k in p.kills), default=t0))
     if t1 <= t0:
@@ -333,3 +428,94 @@ td {{ text-align: right; font-variant-numeric: tabular-nums; }}
 <p class="note">{html.escape(data.families_note)}</p>
 </body></html>
 """
+
+
+# ------------------------------------------------------------------ PNG (headless Chromium)
+class ReportError(Exception):
+    """The report cannot be written in the asked format (message says why and what to do).
+
+    ``status``: the command's exit status (2: bad request or missing tool, 1: cannot write).
+    """
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+#: Where :func:`find_chromium` looks, in order (then ``$PATH``).
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
+OUTPUT_FORMATS = {".html": "html", ".htm": "html", ".png": "png"}
+
+
+def output_format(path: str) -> str:
+    """``html`` or ``png`` from the file name's extension; :class:`ReportError` for anything else."""
+    import os
+
+    ext = os.path.splitext(path)[1].lower()
+    fmt = OUTPUT_FORMATS.get(ext)
+    if fmt is None:
+        raise ReportError(f"--out {path}: unsupported extension {ext or '(none)'!r}; "
+                          "use report.html (or report.png with chromium installed)")
+    return fmt
+
+
+def find_chromium(explicit: str | None = None) -> str | None:
+    """The headless browser to render PNGs with: ``explicit`` if given (and executable), else the usual places."""
+    import os
+    import shutil
+
+    if explicit is not None:
+        return explicit if os.path.isfile(explicit) and os.access(explicit, os.X_OK) else None
+    for c in CHROMIUM_CANDIDATES:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def page_height(data: ReportData) -> int:
+    """A window height (CSS px) that fits the whole page: the screenshot is cut at the window."""
+    charts = sum(1 for pts in data.packages.values() if pts)
+    return int(420 + 30 * len(data.summary) + 226 * math.ceil(charts / 2) + 300
+               + 24 * max(len(data.families), 1) + 120)
+
+
+def render_png(data: ReportData, out: str, chromium: str, *, width: int = 1024, timeout: float = 60.0) -> None:
+    """Write the report as a PNG screenshot taken by headless ``chromium`` (no network, throwaway profile).
+
+    Raises :class:`ReportError` when the browser fails, times out or writes no PNG.
+    """
+    import os
+    import pathlib
+    import shutil
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="retry-bot-report-") as tmp:
+        page = pathlib.Path(tmp, "report.html")
+        page.write_text(render_html(data), encoding="utf-8")
+        shot = pathlib.Path(tmp, "report.png")
+        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--no-first-run", "--hide-scrollbars",
+               f"--user-data-dir={tmp}/profile", f"--screenshot={shot}",
+               f"--window-size={width},{page_height(data)}", page.as_uri()]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                  env={**os.environ, "HOME": tmp})
+        except subprocess.TimeoutExpired:
+            raise ReportError(f"{chromium} did not render the PNG within {timeout:.0f} s; "
+                              "use --out report.html") from None
+        except OSError as exc:
+            raise ReportError(f"cannot run {chromium}: {exc.strerror or exc}; use --out report.html") from None
+        data_ok = shot.exists() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        if proc.returncode != 0 or not data_ok:
+            tail = " ".join((proc.stderr or "").strip().splitlines()[-2:])[:300]
+            raise ReportError(f"{chromium} failed to render the PNG (exit {proc.returncode}): {tail}; "
+                              "use --out report.html")
+        try:
+            shutil.copyfile(shot, out)
+        except OSError as exc:
+            raise ReportError(f"cannot write {out}: {exc.strerror or exc}", status=1) from None

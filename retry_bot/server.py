@@ -34,7 +34,8 @@ from retry_bot.predict.history import HistoryIndex
 from retry_bot.predict.keys import SpecError, extract_key, parse_spack_spec
 from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings
 
-__all__ = ["AllocationServer", "IngestResult", "ingest_records", "make_metrics"]
+__all__ = ["AllocationServer", "IngestResult", "ingest_records", "make_metrics", "record_fingerprint",
+           "count_rejected_once"]
 
 DEFAULT_MAX_BODY = 1 << 20  # 1 MiB
 MAX_QUERY = 8190            # as spack-gantry (aiohttp's default line limit)
@@ -42,16 +43,66 @@ MAX_QUERY = 8190            # as spack-gantry (aiohttp's default line limit)
 
 @dataclass
 class IngestResult:
-    """Outcome of ingesting a batch: stored, duplicates, rejected (with reasons)."""
+    """Outcome of ingesting a batch: stored, duplicates, rejected (with reasons).
+
+    ``rejected`` counts every record of the batch that was rejected;
+    ``rejected_seen_before`` those of them already counted in the store by an
+    earlier ingest (the store's counters count each bad record once).
+    """
 
     stored: int = 0
     duplicates: int = 0
     rejected: int = 0
     reasons: list[str] | None = None
+    rejected_seen_before: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"stored": self.stored, "duplicates": self.duplicates, "rejected": self.rejected,
-                "errors": list(self.reasons or [])[:20]}
+                "rejected_seen_before": self.rejected_seen_before, "errors": list(self.reasons or [])[:20]}
+
+
+#: Scope prefix of the store entries that remember which rejected records were counted.
+REJECTED_SCOPE = "rejected-record"
+
+
+def record_fingerprint(data: Any, raw: bytes | str | None = None, where: str = "") -> str:
+    """A stable hash of one submitted record: its raw bytes when known, else its canonical JSON.
+
+    A line that is not even JSON and comes without its bytes is identified by
+    where it was and the error (best effort).
+    """
+    import hashlib
+
+    if raw is not None:
+        blob = (raw.encode("utf-8", "replace") if isinstance(raw, str) else bytes(raw)).strip()
+    elif isinstance(data, Mapping):
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode()
+    else:
+        blob = f"{where}\n{data}".encode("utf-8", "replace")
+    return hashlib.sha256(blob).hexdigest()
+
+
+def count_rejected_once(store: Any, source: str, reason: str, fingerprint: str) -> bool:
+    """Count a rejected record in ``store`` unless the same record (``fingerprint``) was counted for ``source``.
+
+    Returns ``True`` when it was counted now.  The first sighting is remembered
+    with the store's ``set_watermark`` under ``rejected-record:SOURCE:SHA256``
+    (the store has no dedicated API yet); a store that cannot remember it (a
+    fenced replica that is not the leader) still counts, so a rejection is never lost.
+    Two ingests of the same bad record at the very same moment may both count it.
+    """
+    scope = f"{REJECTED_SCOPE}:{source}:{fingerprint}"
+    try:
+        if store.get_watermark(scope) is not None:
+            return False
+    except Exception:  # noqa: BLE001 - fall back to counting
+        pass
+    try:
+        store.set_watermark(scope, {"reason": reason})
+    except Exception:  # noqa: BLE001 - e.g. LeadershipLost: count anyway, never lose a rejection
+        pass
+    store.count_rejected(source, reason)
+    return True
 
 
 class _Metrics:
@@ -73,22 +124,27 @@ def make_metrics(registry: Any) -> _Metrics:
 
 
 def ingest_records(
-    records: Iterable[tuple[str, Any]],
+    records: Iterable[tuple[str, Any] | tuple[str, Any, bytes | str | None]],
     store: Any,
     keys: Mapping[str, bytes],
     source: str,
     metrics: _Metrics | None = None,
 ) -> IngestResult:
-    """Verify and store records; ``records`` yields ``(where, dict-or-error)``.
+    """Verify and store records; ``records`` yields ``(where, dict-or-error[, raw bytes])``.
 
     A record whose signature does not verify (or that is malformed) is rejected
-    and counted with ``store.count_rejected(source, reason)``; a record already
-    stored counts as a duplicate (ingest is idempotent).
+    and counted once in the store, by source kind (``spool``, ``collector``) and
+    record hash (:func:`count_rejected_once`): ingesting the same file twice
+    reports its bad records again but does not count them again.  A record
+    already stored counts as a duplicate (ingest is idempotent).
     """
     from runner_wrapper.record import RecordError, verify_record
 
+    kind = source.split(":")[0]
     out = IngestResult(reasons=[])
-    for where, data in records:
+    for item in records:
+        where, data = item[0], item[1]
+        raw = item[2] if len(item) > 2 else None  # type: ignore[misc]
         reason = None
         if isinstance(data, Exception):
             reason, detail = "malformed", str(data)
@@ -110,16 +166,19 @@ def ingest_records(
                 else:
                     out.duplicates += 1
                 if metrics:
-                    metrics.records.labels(source.split(":")[0], "stored" if added else "duplicate").inc()
+                    metrics.records.labels(kind, "stored" if added else "duplicate").inc()
                 continue
         out.rejected += 1
         out.reasons.append(f"{where}: {detail}")  # type: ignore[union-attr]
+        first = True
         try:
-            store.count_rejected(source.split(":")[0], reason)
+            first = count_rejected_once(store, kind, reason, record_fingerprint(data, raw, where))
         except Exception:  # noqa: BLE001 - counting must never lose the answer
             pass
+        if not first:
+            out.rejected_seen_before += 1
         if metrics:
-            metrics.records.labels(source.split(":")[0], f"rejected_{reason}").inc()
+            metrics.records.labels(kind, f"rejected_{reason}" if first else "rejected_again").inc()
     return out
 
 
@@ -241,14 +300,15 @@ class AllocationServer:
         text = body.decode("utf-8", "replace").strip()
         if not text:
             return 400, {"error": "empty body", "detail": "send one usage record or JSON Lines of them"}
-        items: list[tuple[str, Any]] = []
+        items: list[tuple[Any, ...]] = []
         try:
             data = json.loads(text)
         except json.JSONDecodeError:
             from runner_wrapper.record import iter_jsonl_records
 
-            items = [(f"line {n}", d) for n, d in iter_jsonl_records(text.splitlines())]
-            if items and all(isinstance(d, Exception) for _, d in items):
+            lines = text.splitlines()
+            items = [(f"line {n}", d, lines[n - 1]) for n, d in iter_jsonl_records(lines)]
+            if items and all(isinstance(it[1], Exception) for it in items):
                 return 400, {"error": "invalid JSON", "detail": str(items[0][1])}
         else:
             if isinstance(data, list):

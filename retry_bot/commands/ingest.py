@@ -2,7 +2,8 @@
 
 Idempotent: a record already stored (same job run) is counted as a duplicate
 and adds nothing.  Records whose signature does not verify are rejected and
-counted in the state store.  Exit status: 0 all stored or duplicates,
+counted in the state store once each (by source and record hash): ingesting
+the same file again reports them again but does not count them again.  Exit status: 0 all stored or duplicates,
 1 some records rejected, 2 cannot read a file / open the store / no key.
 """
 
@@ -96,13 +97,14 @@ def run(args: argparse.Namespace) -> int:
                 print(f"retry-bot ingest: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
                 code = 2
                 continue
-            items = [(f"{path}:{n}", d) for n, d in iter_jsonl_records(lines)]
+            items = [(f"{path}:{n}", d, lines[n - 1]) for n, d in iter_jsonl_records(lines)]
             res = ingest_records(items, store, keys, f"spool:{os.path.basename(path)}")
             totals[path] = res.as_dict()
             if res.rejected and code == 0:
                 code = 1
             if args.format == "text":
-                print(f"{path}: {res.stored} stored, {res.duplicates} already stored, {res.rejected} rejected")
+                again = f" ({res.rejected_seen_before} already counted)" if res.rejected_seen_before else ""
+                print(f"{path}: {res.stored} stored, {res.duplicates} already stored, {res.rejected} rejected{again}")
                 for e in (res.reasons or [])[:20]:
                     print(f"  rejected {e}")
     finally:

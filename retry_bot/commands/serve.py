@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--listen", default="127.0.0.1:9464", metavar="HOST:PORT")
     p.add_argument("--state", default=None, metavar="URL", help="state URL (default: $RETRY_BOT_STATE_URL)")
     p.add_argument("--policy", default=None, metavar="FILE", help="policy (its [prediction] table and runner classes)")
-    p.add_argument("--token-env", default="RETRY_BOT_COLLECTOR_TOKEN", metavar="NAME",
+    p.add_argument("--token-env", default="RIGHTSIZER_COLLECTOR_TOKEN", metavar="NAME",
                    help="environment variable with the bearer token(s) for POST /v1/usage")
     p.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES")
     p.add_argument("--refresh", type=float, default=60.0, metavar="SECONDS",

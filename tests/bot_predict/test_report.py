@@ -77,3 +77,73 @@ def test_render_escapes_names():
     text = render_html(data)
     _check(text)
     assert "<evil>" not in text and "&lt;evil&gt;" in text
+
+
+def _oom_lineage(store, origin: int, copy: int, copy_status: str) -> None:
+    facts = {"job_id": origin, "name": "alpha@1.0 /abcdefg %gcc@12.3.0", "status": "failed",
+             "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}}
+    store.mark_job_seen(origin, 2, facts, {"category": "oom", "family": "oom", "rule": "record-oom-kill"})
+    store.update_lineage_member(origin, memory_limit_bytes=128 * 1024 * 1024, status="failed")
+    store.add_lineage_member(origin, copy, "resize", {"KUBERNETES_MEMORY_LIMIT": "384Mi",
+                                                      "KUBERNETES_MEMORY_REQUEST": "384Mi"},
+                             memory_limit_bytes=384 * 1024 * 1024, status="manual")
+    store.update_lineage_member(copy, status=copy_status)
+
+
+def test_store_report_counts_kills_and_recoveries_from_the_lineage(tmp_path):
+    from retry_bot.report import collect_from_store
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with open_store(url) as s:
+        # as after the demo: the killed job's record (from its trace), no record of the successful copy
+        s.add_usage_record(signed_record(1000, oom=True), "trace")
+        _oom_lineage(s, 1000, 1006, "success")
+        _oom_lineage(s, 2000, 2001, "failed")          # killed, copy failed: no recovery
+        s.mark_job_seen(3000, 2, {"job_id": 3000, "name": "compile"},
+                        {"category": "compile_error", "family": "build_error", "rule": "r"})
+        data = collect_from_store(s)
+    assert data.summary["OOM kills"] == 2                       # job 1000 counted once (record + table)
+    assert data.summary["recoveries (re-created job succeeded)"] == 1
+    assert data.families == {"oom": 2, "build_error": 1}
+    pts = data.packages["alpha"]
+    assert [p.job_id for p in pts if p.recovered] == [1006]
+    assert sorted(p.job_id for p in pts if p.kills) == [1000, 2000]
+    out = tmp_path / "r.html"
+    assert cli_main(["report", "--state", url, "--out", str(out)]) == 0
+    text = out.read_text()
+    _check(text)
+    assert "recovered</title>" in text
+
+
+def test_report_rejects_unknown_extensions(tmp_path, capsys):
+    path = write_trace(tmp_path / "t.jsonl", make_records(20, seed=3))
+    assert cli_main(["report", "--trace", str(path), "--out", str(tmp_path / "r.pdf")]) == 2
+    err = capsys.readouterr().err
+    assert "unsupported extension '.pdf'" in err and "report.html" in err
+    assert not (tmp_path / "r.pdf").exists()
+
+
+def test_png_without_chromium_is_a_clear_error(tmp_path, capsys):
+    path = write_trace(tmp_path / "t.jsonl", make_records(20, seed=3))
+    out = tmp_path / "r.png"
+    assert cli_main(["report", "--trace", str(path), "--out", str(out),
+                     "--chromium", str(tmp_path / "no-such-browser")]) == 2
+    err = capsys.readouterr().err
+    assert "PNG needs chromium" in err and "use --out report.html" in err
+    assert not out.exists()
+
+
+def test_png_is_rendered_by_headless_chromium(tmp_path):
+    import pytest
+
+    from retry_bot.report import find_chromium
+
+    if find_chromium() is None:
+        pytest.skip("no headless chromium on this machine (/usr/bin/chromium or $PATH)")
+    path = write_trace(tmp_path / "t.jsonl", make_records(120, seed=3))
+    out = tmp_path / "r.png"
+    assert cli_main(["report", "--trace", str(path), "--out", str(out)]) == 0
+    head = out.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"                      # a real PNG, not HTML
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    assert width == 1024 and height > 800

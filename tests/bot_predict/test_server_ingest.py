@@ -106,9 +106,13 @@ def test_usage_stores_verified_records_once_and_counts_forgeries(server, store):
     status, body = _req(server.url + "/v1/usage", json.dumps(forged).encode(), auth)
     assert status == 400 and json.loads(body)["rejected"] == 1
     assert store.rejected_counts() == {("collector", "bad_signature"): 1}
+    status, body = _req(server.url + "/v1/usage", json.dumps(forged).encode(), auth)   # sent again
+    assert status == 400 and json.loads(body)["rejected_seen_before"] == 1
+    assert store.rejected_counts() == {("collector", "bad_signature"): 1}
     assert len(list(store.usage_records())) == 1
     status, metrics = _req(server.url + "/metrics")
     assert status == 200 and b'rightsizer_usage_records_total{outcome="rejected_bad_signature"' in metrics
+    assert b'outcome="rejected_again",source="collector"} 1.0' in metrics
 
 
 def test_healthz_and_unknown_paths(server):
@@ -143,13 +147,69 @@ def test_ingest_is_idempotent_and_rejects_forgeries(tmp_path, monkeypatch, capsy
     assert "2 stored, 0 already stored, 2 rejected" in out
     assert cli_main(["ingest", "--state", url, str(spool), "--format", "json"]) == 1
     got = json.loads(capsys.readouterr().out)["files"][str(spool)]
-    assert (got["stored"], got["duplicates"], got["rejected"]) == (0, 2, 2)
+    assert (got["stored"], got["duplicates"], got["rejected"], got["rejected_seen_before"]) == (0, 2, 2, 2)
     with open_store(url) as s:
         assert len(list(s.usage_records())) == 2
-        assert s.rejected_counts()[("spool", "bad_signature")] == 2
+        # each bad record is counted once however often the file is ingested
+        assert s.rejected_counts() == {("spool", "bad_signature"): 1, ("spool", "malformed"): 1}
+        assert s.stats()["rejected_records"] == 2
+
+
+def test_rejections_are_counted_once_per_record_across_files(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RIGHTSIZER_SIGNING_KEY", SIGNING_KEY.decode())
+    url = f"sqlite:///{tmp_path / 'state.sqlite3'}"
+    forged = dict(signed_record(3), exit_code=1)
+    other = dict(signed_record(4), exit_code=1)
+    (tmp_path / "a.jsonl").write_text(json.dumps(forged) + "\n")
+    (tmp_path / "b.jsonl").write_text(json.dumps(forged) + "\n" + json.dumps(other) + "\n")  # a copy + a new one
+    assert cli_main(["ingest", "--state", url, str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]) == 1
+    out = capsys.readouterr().out
+    assert "a.jsonl: 0 stored, 0 already stored, 1 rejected\n" in out
+    assert "b.jsonl: 0 stored, 0 already stored, 2 rejected (1 already counted)" in out
+    with open_store(url) as s:
+        assert s.rejected_counts() == {("spool", "bad_signature"): 2}
 
 
 def test_ingest_without_key_is_a_clear_error(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("RIGHTSIZER_SIGNING_KEY", raising=False)
     assert cli_main(["ingest", "--state", f"sqlite:///{tmp_path / 's.db'}", str(tmp_path / "x")]) == 2
     assert "RIGHTSIZER_SIGNING_KEY" in capsys.readouterr().err
+
+
+def test_serve_reads_the_wrappers_token_variable_by_default(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    from retry_bot.cli import build_parser
+
+    args = build_parser().parse_args(["serve"])
+    assert args.token_env == "RIGHTSIZER_COLLECTOR_TOKEN"       # the runner wrapper's name
+    env = {**os.environ, "RIGHTSIZER_COLLECTOR_TOKEN": "tok-123", "RIGHTSIZER_SIGNING_KEY": SIGNING_KEY.decode()}
+    env.pop("RETRY_BOT_COLLECTOR_TOKEN", None)
+    proc = subprocess.Popen([sys.executable, "-m", "retry_bot", "--log-format", "json", "serve",
+                             "--listen", "127.0.0.1:0", "--state", f"sqlite:///{tmp_path / 's.db'}"],
+                            env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        url = None
+        for line in proc.stderr:                                    # wait for the listening line
+            if "serve.listening" in line:
+                url = json.loads(line)["url"]
+                break
+        assert url, "the server did not start"
+        body = json.dumps(signed_record(5)).encode()
+        for token, want in (("tok-123", 200), ("wrong", 401)):
+            req = urllib.request.Request(url + "/v1/usage", data=body, method="POST",
+                                         headers={"Authorization": f"Bearer {token}"})
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    status = r.status
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+            assert status == want, token
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stderr.close()

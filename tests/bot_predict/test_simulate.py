@@ -92,7 +92,7 @@ def test_metrics_equal_evaluate_py(tmp_path):
     finally:
         sys.path.remove(str(BENCH))
     path = write_trace(tmp_path / "a.jsonl", make_records(300, seed=11))
-    for name in (None, "gantry", "static"):
+    for name in (None, "gantry", "vpa", "static"):
         res = _run(path, name)
         out = tmp_path / "alloc.jsonl"
         out.write_text("".join(json.dumps(r) + "\n" for r in res.rows))
@@ -161,9 +161,12 @@ def test_cli_bad_trace_is_a_clear_error(tmp_path, capsys):
 
 
 @pytest.mark.skipif(not (BENCH / "causality_check.py").exists(), reason="benchmark tools not present")
-def test_official_causality_check_on_a_small_trace(tmp_path):
+@pytest.mark.parametrize("baseline", [None, "gantry", "vpa"])
+def test_official_causality_check_on_a_small_trace(tmp_path, baseline):
     path = write_trace(tmp_path / "a.jsonl", make_records(300, seed=13))
     cmd = f"{sys.executable} -m retry_bot --log-level error simulate --trace {{trace}} --allocations {{out}}"
+    if baseline:
+        cmd += f" --baseline {baseline}"
     p = subprocess.run([sys.executable, str(BENCH / "causality_check.py"), "--cmd", cmd, "--trace", str(path),
                         "--inflight-cuts", "1", "--n-perturb", "5", "--max-confirm", "2"],
                        capture_output=True, text=True, cwd=str(Path(__file__).resolve().parents[2]), timeout=300)
