@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from retry_bot.problems import ConfigError, Problem, find_line
-from runner_wrapper.logconfig import register_secret
+from runner_wrapper.logconfig import get_logger, register_secret
+
+log = get_logger("retry_bot.config")
 
 __all__ = ["BotConfig", "GitLabSettings", "PollSettings", "GeneratedSource", "load_config",
            "parse_config", "DEFAULT_CONFIG_PATH"]
@@ -77,6 +79,42 @@ class BotConfig:
     leader_holder: str = ""
     generated: tuple[GeneratedSource, ...] = ()
     source: str = ""
+    #: ``/healthz`` answers 503 after this many failed poll cycles in a row.
+    unhealthy_after_failed_cycles: int = 3
+
+
+#: The collector/usage bearer token's environment variable (the runner wrapper's name too).
+USAGE_TOKEN_ENV = "RIGHTSIZER_COLLECTOR_TOKEN"
+#: Its old name, still read (with a warning) when the new one is unset.
+DEPRECATED_USAGE_TOKEN_ENV = "RETRY_BOT_USAGE_TOKEN"
+
+
+def _state_url_problem(url: str) -> str | None:
+    """Why ``url`` is not a usable state URL (syntax only: nothing is opened), or ``None``."""
+    hint = "use sqlite:////ABSOLUTE/PATH.db or postgresql://USER@HOST:PORT/DB"
+    if not url.strip():
+        return f"is empty: {hint}"
+    if url.startswith(("postgresql://", "postgres://")):
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - raises on a bad port
+        except ValueError as exc:
+            return f"is not a valid PostgreSQL URL ({exc}): {hint}"
+        if not parts.hostname and "host=" not in parts.query:
+            return f"names no PostgreSQL host: {hint}"
+        return None
+    if url.startswith("sqlite:"):
+        rest = url[len("sqlite:"):].lstrip("/").split("?", 1)[0]
+        if not rest:
+            return f"names no database file: {hint}"
+        return None
+    if "://" in url:
+        from retry_bot.state.backends import redact_url
+
+        return f"unsupported scheme in {redact_url(url)!r}: {hint}"
+    return None
 
 
 def _resolve(base: Path, p: str) -> str:
@@ -225,13 +263,37 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
         if rel and not rel.startswith("/") and rel != ":memory:":
             state_url = "sqlite:///" + _resolve(base, rel)
     dry_run = bool(get(b, "bot", "dry_run", bool, False))
+    state_problem = _state_url_problem(state_url)
+    if state_problem:
+        bad("bot.state_url", state_problem)
+    if policy and require_secrets:
+        pp = Path(_resolve(base, policy))
+        if not pp.is_file():
+            bad("bot.policy", f"policy file {pp} does not exist (or is not a file)")
+        else:
+            try:
+                from retry_bot.policy import load_policy
+
+                load_policy(str(pp))
+            except ConfigError as exc:
+                for pr in exc.problems:
+                    bad("bot.policy", f"{pp}: {pr}")
+            except OSError as exc:
+                bad("bot.policy", f"cannot read {pp}: {exc.strerror or exc}")
 
     # [http]
     h = table("http")
-    check_keys(h, "http", {"listen", "usage_token_env"})
+    check_keys(h, "http", {"listen", "usage_token_env", "unhealthy_after_failed_cycles"})
     listen = get(h, "http", "listen", str, "")
-    usage_env = get(h, "http", "usage_token_env", str, "RETRY_BOT_USAGE_TOKEN")
-    usage_tokens = tuple(t.strip() for t in (env.get(usage_env, "") if usage_env else "").split(",") if t.strip())
+    usage_env = get(h, "http", "usage_token_env", str, USAGE_TOKEN_ENV)
+    usage_value = env.get(usage_env, "") if usage_env else ""
+    if not usage_value and usage_env == USAGE_TOKEN_ENV and env.get(DEPRECATED_USAGE_TOKEN_ENV):
+        usage_value = env[DEPRECATED_USAGE_TOKEN_ENV]
+        log.warning("deprecated_setting", variable=DEPRECATED_USAGE_TOKEN_ENV, use_instead=USAGE_TOKEN_ENV,
+                    note="the collector token is read from the old name; rename the environment variable "
+                         "(the runner wrapper uses the new one)")
+    usage_tokens = tuple(t.strip() for t in usage_value.split(",") if t.strip())
+    unhealthy_after = int(get(h, "http", "unhealthy_after_failed_cycles", int, 3, minimum=1))
     for t in usage_tokens:
         register_secret(t)
     if listen:
@@ -303,4 +365,5 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
         leader_holder=holder,
         generated=tuple(gen),
         source=source,
+        unhealthy_after_failed_cycles=unhealthy_after,
     )

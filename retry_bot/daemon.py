@@ -15,7 +15,9 @@ Signals:
 
 from __future__ import annotations
 
+import json
 import signal
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -56,6 +58,8 @@ class Bot:
         self.clock = clock
         self.dry_run = config.dry_run if dry_run is None else bool(dry_run)
         self.metrics = BotMetrics(registry)
+        if not config.leader_enabled:
+            self.metrics.is_leader.set(1)  # a single instance is the only actor
         self.policy_path = config.policy_path
         self._policy = self._load_policy()
         self.taxonomy = load_taxonomy(list(config.taxonomy_paths))
@@ -81,6 +85,10 @@ class Bot:
             actions=self.actions, metrics=self.metrics, clock=clock,
             predictor=HistoryPredictor(self.store, policy=lambda: self._policy, clock=clock))
         self._stop = threading.Event()
+        #: Poll cycles in a row that did no useful work (see :attr:`CycleReport.failed`), for ``/healthz``.
+        self.failed_cycles = 0
+        #: Why the bot cannot work at all (e.g. GitLab refuses its token); ``run`` exits 1 with it.
+        self.fatal: str | None = None
         self._renewed = time.monotonic()
         self._http: Any = None
         log.info("bot_ready", gitlab=g.url, token_source=g.token_source, projects=list(p.projects),
@@ -148,10 +156,33 @@ class Bot:
                     return True
             return False
 
-        return self.poller.run_cycle(stop=stop)
+        report = self.poller.run_cycle(stop=stop)
+        self._count_cycle(report.failed)
+        self.fatal = report.fatal
+        return report
+
+    def _count_cycle(self, failed: bool) -> None:
+        self.failed_cycles = self.failed_cycles + 1 if failed else 0
+
+    @property
+    def healthy(self) -> bool:
+        """False while stopping, or after ``unhealthy_after_failed_cycles`` failed cycles in a row."""
+        return not self.stopping and self.failed_cycles < self.config.unhealthy_after_failed_cycles
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """``(healthy, details)`` for ``/healthz``."""
+        ok = self.healthy
+        status = "ok" if ok else ("stopping" if self.stopping else "unhealthy")
+        details: dict[str, Any] = {"status": status, "consecutive_failed_cycles": self.failed_cycles,
+                                   "unhealthy_after": self.config.unhealthy_after_failed_cycles}
+        if self.fatal:
+            details["problem"] = self.fatal
+        return ok, details
 
     def _lead(self) -> bool:
         if not self.config.leader_enabled:
+            # A single instance is the only actor: it always "leads" (no false alert on the gauge).
+            self.metrics.is_leader.set(1)
             return True
         try:
             ok = self.store.try_acquire_leadership(self.config.leader_holder, self.config.leader_lease_seconds)
@@ -161,24 +192,34 @@ class Bot:
         self.metrics.is_leader.set(1 if ok else 0)
         return ok
 
-    def run_forever(self) -> None:
-        """Poll every ``interval_seconds`` until :meth:`stop`; only the leader polls."""
+    def run_forever(self) -> int:
+        """Poll every ``interval_seconds`` until :meth:`stop`; only the leader polls.
+
+        Returns the exit code: 0 after :meth:`stop`, 1 when a cycle was fatal (GitLab
+        refused the token for every watched project: polling on would only fail).
+        """
         interval = self.config.poll.interval_seconds
         while not self._stop.is_set():
             started = time.monotonic()
             if self._lead():
                 try:
-                    self.once()
+                    report = self.once()
+                    if report.fatal:
+                        log.error("stopping_fatal", problem=report.fatal,
+                                  note="fix the token, then restart the bot")
+                        return 1
                 except LeadershipLost as exc:
                     # Deposed mid-cycle (e.g. ensure_leader before a GitLab write): nothing was
                     # written; stand by, the new leader reconciles our open intents.
                     log.warning("leadership_lost", holder=self.config.leader_holder, error=str(exc))
                     self.metrics.is_leader.set(0)
                 except Exception as exc:  # noqa: BLE001 - one bad cycle must not kill the daemon
-                    log.exception("poll_cycle_crashed", error=str(exc))
+                    self._count_cycle(True)
+                    log.exception("poll_cycle_crashed", error=str(exc), consecutive_failed_cycles=self.failed_cycles)
             else:
                 log.debug("not_leader", holder=self.config.leader_holder)
             self._stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        return 0
 
     def start_http(self) -> str | None:
         """Serve /metrics and /healthz (plus the prediction endpoints when available)."""
@@ -193,7 +234,7 @@ class Bot:
         from retry_bot.predict.estimator import Clamp
         from retry_bot.predict.sources import settings_from_policy
 
-        srv = AllocationServer(store=self.store, tokens=self.config.usage_tokens,
+        srv = _HealthAwareServer(self, store=self.store, tokens=self.config.usage_tokens,
                                signing_keys=self.config.signing_keys, registry=self.metrics.registry,
                                settings=settings_from_policy(self._policy),
                                clamp=Clamp(max_memory_bytes=self._policy.memory_cap()),
@@ -282,6 +323,31 @@ class HistoryPredictor:
         return int(alloc.memory_limit_bytes or alloc.memory_request_bytes)
 
 
+def _HealthAwareServer(bot: Bot, **kw: Any) -> Any:  # noqa: N802 - a class factory
+    """The prediction server whose ``/healthz`` answers with :meth:`Bot.health` (503 when unhealthy).
+
+    ``retry_bot.server.AllocationServer`` always answers ``ok``; its handler is extended here
+    (a ``health`` hook in that class would be cleaner: requested from its owner).
+    """
+    from retry_bot.server import AllocationServer
+
+    class Server(AllocationServer):
+        def _handler_class(self) -> Any:
+            base = super()._handler_class()
+
+            class Handler(base):  # type: ignore[misc, valid-type]
+                def do_GET(self) -> None:  # noqa: N802
+                    if self.path.split("?", 1)[0] == "/healthz":
+                        ok, details = bot.health()
+                        self._send(200 if ok else 503, details, "healthz")
+                        return
+                    super().do_GET()
+
+            return Handler
+
+    return Server(**kw)
+
+
 def _start_http(host: str, port: int, bot: Bot) -> Any:
     """A small HTTP server: ``/metrics`` from the bot's registry and ``/healthz``."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -296,8 +362,8 @@ def _start_http(host: str, port: int, bot: Bot) -> Any:
             if self.path.startswith("/metrics"):
                 body, ctype, code = generate_latest(bot.metrics.registry), CONTENT_TYPE_LATEST, 200
             elif self.path.startswith("/healthz"):
-                ok = not bot.stopping
-                body, ctype, code = (b"ok\n" if ok else b"stopping\n"), "text/plain", 200 if ok else 503
+                ok, details = bot.health()
+                body, ctype, code = (json.dumps(details) + "\n").encode(), "application/json", 200 if ok else 503
             else:
                 body, ctype, code = b"not found\n", "text/plain", 404
             self.send_response(code)
@@ -333,12 +399,19 @@ def serve(bot: Bot, *, once: bool = False) -> int:
         if once:
             if bot._lead():
                 report = bot.once()
-                return 1 if report.errors and not report.decided else 0
+                if report.fatal:
+                    print(f"retry-bot: {report.fatal}", file=sys.stderr)
+                elif report.errors:
+                    print(f"retry-bot: the cycle had {len(report.errors)} error(s): "
+                          + "; ".join(report.errors[:5]), file=sys.stderr)
+                return 1 if report.errors or report.fatal else 0
             log.warning("not_leader", note="another replica holds the lease; nothing done")
             return 0
-        bot.run_forever()
-        log.info("stopped")
-        return 0
+        code = bot.run_forever()
+        if bot.fatal:
+            print(f"retry-bot: {bot.fatal}", file=sys.stderr)
+        log.info("stopped", exit_code=code)
+        return code
     finally:
         bot.close()
         for sig, fn in previous.items():

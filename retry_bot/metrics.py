@@ -53,7 +53,8 @@ class BotMetrics:
         self.poll_cycles = Counter("retry_bot_poll_cycles", "Poll cycles", ["outcome"], registry=r)
         self.last_poll = Gauge("retry_bot_last_poll_timestamp_seconds", "End of the last poll cycle",
                                registry=r)
-        self.is_leader = Gauge("retry_bot_is_leader", "1 when this process holds the leader lease",
+        self.is_leader = Gauge("retry_bot_is_leader",
+                               "1 when this process holds the leader lease (always 1 for a single instance)",
                                registry=r)
 
     def observe_api_call(self, call: ApiCall) -> None:

@@ -42,12 +42,21 @@ from retry_bot.state import LeadershipLost
 from runner_wrapper.logconfig import get_logger
 from runner_wrapper.quantity import QuantityError, parse_memory
 
-__all__ = ["Poller", "PollerSettings", "CycleReport", "JobOutcome", "WATCH_SCOPE"]
+__all__ = ["Poller", "PollerSettings", "CycleReport", "JobOutcome", "WATCH_SCOPE", "dry_run_scope"]
 
 log = get_logger("retry_bot.poller")
 
 #: Watermark scope holding the jobs the bot created and still follows.
 WATCH_SCOPE = "retry-bot:watch"
+#: Pipeline sources of merge-request pipelines (their ref cannot be given to POST /pipeline).
+MR_SOURCES = ("merge_request_event", "external_pull_request_event")
+#: Dry-run decisions kept per job.
+DRY_RUN_KEEP = 5
+
+
+def dry_run_scope(job_id: int) -> str:
+    """The state-store document holding a job's provisional (dry-run) decisions."""
+    return f"retry-bot:dry-run:{int(job_id)}"
 _FINAL = ("success", "failed", "canceled", "skipped")
 
 
@@ -87,6 +96,30 @@ class CycleReport:
     decided: list[JobOutcome] = field(default_factory=list)
     actions: list[Any] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: Watched projects/groups that could be read this cycle, and those GitLab refused (401/403).
+    projects_ok: int = 0
+    #: Projects/groups that could not be read or polled; those refused with 401/403.
+    unavailable: int = 0
+    auth_failures: list[str] = field(default_factory=list)
+    #: Set when the cycle could not work at all (e.g. the token is refused for every project).
+    fatal: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """The cycle did no useful work: fatal, or not one watched project could be polled."""
+        return self.fatal is not None or (bool(self.errors) and self.projects_ok == 0)
+
+
+#: HTTP statuses that mean GitLab refused the token itself, or its access to a project.
+_AUTH_STATUSES = (401, 403)
+
+
+def _auth_problem(failures: Sequence[str]) -> str:
+    """The message for a cycle where GitLab refused every project (the token is never named)."""
+    return ("GitLab refused the bot's token for every watched project and group (" + "; ".join(failures[:5])
+            + (f"; and {len(failures) - 5} more" if len(failures) > 5 else "") + "): the token is invalid, "
+            "expired or revoked (401), or lacks access to the projects (403). Check [gitlab] token_env / "
+            "token_file in bot.toml: the token needs the api scope and at least Developer on each project.")
 
 
 @dataclass
@@ -125,14 +158,21 @@ class Poller:
         self._projects: list[_Project] = []
         self._cycles = 0
         self._paths: dict[int, str] = {}
+        #: Jobs this process decided in dry-run mode: provisional (not recorded as decided in
+        #: the store, so a later live run decides them), but not re-judged every cycle here.
+        self._dry_decided: set[int] = set()
         actions.on_new_job = self._watch_new_job
 
     # ------------------------------------------------------------------ projects
 
-    def projects(self) -> list[_Project]:
-        """Configured projects plus every project of configured groups (re-listed now and then)."""
-        if self._projects and (self._cycles % max(1, self.settings.group_refresh_cycles)) != 0:
-            return self._projects
+    def projects(self, report: CycleReport | None = None) -> list[_Project]:
+        """Configured projects plus every project of configured groups (re-listed now and then).
+
+        A configured project that could not be read is tried again every cycle (one
+        request) and counted as an error of the cycle in ``report``; 401/403 answers
+        also go to ``report.auth_failures``.
+        """
+        refresh = not self._projects or (self._cycles % max(1, self.settings.group_refresh_cycles)) == 0
         found: dict[int, _Project] = {p.id: p for p in self._projects}
         for ref in self.settings.projects:
             if any(p.path == ref or str(p.id) == ref for p in found.values()):
@@ -140,20 +180,32 @@ class Poller:
             try:
                 pj = self.client.get_project(ref)
             except GitLabApiError as exc:
-                log.error("project_unavailable", project=ref, error=str(exc))
+                log.error("project_unavailable", project=ref, status=exc.status, error=str(exc),
+                          note="counted as an error of this cycle; tried again next cycle")
+                self._note_failure(report, f"project {ref}", exc)
                 continue
             found[int(pj["id"])] = _Project(int(pj["id"]), str(pj.get("path_with_namespace") or ref))
-        for g in self.settings.groups:
+        for g in self.settings.groups if refresh else ():
             try:
                 for pj in self.client.group_projects(g):
                     if pj.get("archived"):
                         continue
                     found[int(pj["id"])] = _Project(int(pj["id"]), str(pj.get("path_with_namespace")))
             except GitLabApiError as exc:
-                log.error("group_unavailable", group=g, error=str(exc))
+                log.error("group_unavailable", group=g, status=exc.status, error=str(exc))
+                self._note_failure(report, f"group {g}", exc)
         self._projects = sorted(found.values(), key=lambda p: p.id)
         self._paths.update({p.id: p.path for p in self._projects})
         return self._projects
+
+    @staticmethod
+    def _note_failure(report: CycleReport | None, what: str, exc: GitLabApiError) -> None:
+        if report is None:
+            return
+        report.errors.append(f"{what}: {exc}")
+        report.unavailable += 1
+        if exc.status in _AUTH_STATUSES:
+            report.auth_failures.append(f"{what}: {exc.status}")
 
     # ------------------------------------------------------------------ the cycle
 
@@ -162,28 +214,40 @@ class Poller:
         t0 = time.monotonic()
         report = CycleReport(started=self.clock())
         try:
-            report.actions.extend(self.actions.resume_all())
-            projects = self.projects()
+            projects = self.projects(report)
             report.projects = len(projects)
-            for proj in projects:
-                if stop():
-                    break
-                try:
-                    self.poll_project(proj, report, stop=stop)
-                except GitLabApiError as exc:
-                    report.errors.append(f"{proj.path}: {exc}")
-                    log.error("project_poll_failed", project=proj.path, error=str(exc))
-            if not stop():
-                self.follow_watched(report)
+            if not projects and report.unavailable and len(report.auth_failures) == report.unavailable:
+                report.fatal = _auth_problem(report.auth_failures)
+            else:
+                report.actions.extend(self.actions.resume_all())
+                for proj in projects:
+                    if stop():
+                        break
+                    try:
+                        self.poll_project(proj, report, stop=stop)
+                        report.projects_ok += 1
+                    except GitLabApiError as exc:
+                        self._note_failure(report, f"project {proj.path}", exc)
+                        log.error("project_poll_failed", project=proj.path, status=exc.status, error=str(exc))
+                if projects and report.projects_ok == 0 and report.unavailable \
+                        and len(report.auth_failures) == report.unavailable:
+                    report.fatal = _auth_problem(report.auth_failures)
+                elif not stop():
+                    self.follow_watched(report)
+            if report.fatal is not None:
+                log.error("gitlab_token_rejected", problem=report.fatal)
         finally:
             self._cycles += 1
             report.seconds = time.monotonic() - t0
             if self.metrics is not None:
                 self.metrics.poll_duration.observe(report.seconds)
-                self.metrics.poll_cycles.labels("error" if report.errors else "ok").inc()
+                self.metrics.poll_cycles.labels("error" if report.errors or report.fatal else "ok").inc()
                 self.metrics.last_poll.set(self.clock())
         log.info("poll_cycle_done", seconds=round(report.seconds, 3), projects=report.projects,
-                 listed=report.listed, decided=len(report.decided), errors=len(report.errors))
+                 projects_ok=report.projects_ok, listed=report.listed, decided=len(report.decided),
+                 errors=len(report.errors), failed=report.failed)
+        if report.errors:
+            log.warning("poll_cycle_errors", errors=report.errors[:10], more=max(0, len(report.errors) - 10))
         return report
 
     def poll_project(self, proj: _Project, report: CycleReport, *, stop: Callable[[], bool] = lambda: False) -> None:
@@ -199,7 +263,7 @@ class Poller:
             jid = int(job["id"])
             top_id = max(top_id, jid)
             rec = self.store.get_job(jid)
-            if rec is not None and rec.decided:
+            if rec is not None and rec.decided or jid in self._dry_decided:
                 continue
             new.append(job)
             if len(new) >= self.settings.max_jobs_per_cycle:
@@ -254,6 +318,13 @@ class Poller:
             log.warning("graphql_job_not_found", job_url=job.get("web_url"), job_id=jid,
                         note="deciding without exitCode/retried (does the token see the project in GraphQL?)")
             details = {}
+        if details.get("manualJob") and self.store.origin_of(jid) == jid and self._copy_pending(proj.id, job):
+            # Most likely the copy of a resize whose last step (the play's answer) is still open:
+            # it joins its lineage when that intent completes; judging it now would start a
+            # second lineage.  Not decided: looked at again next cycle.
+            log.info("job_deferred", job_url=job.get("web_url"), job_id=jid,
+                     reason="a manual job of the same name has a re-creation still in flight")
+            return None
         tail = self.client.trace_tail(proj.id, jid, self.settings.trace_tail_bytes)
         facts = self._facts(proj, job, details)
         record, rejected = extract_verified_record(tail, self.keys)
@@ -307,6 +378,8 @@ class Poller:
         if decision.action.value != "none" and policy.skip_superseded and self._superseded(proj, facts):
             decision = decide(facts, classification, lineage, policy, usage, record=record,
                               predicted_memory_bytes=predicted, superseded=True, now=now)
+        if decision.action.value == "resize":
+            decision = self._check_recreatable(proj, facts, decision, policy, details)
         dry = self.settings.dry_run or decision.dry_run
         acted = ""
         req = None
@@ -324,7 +397,13 @@ class Poller:
         dec = decision.to_dict()
         dec.update(job_url=facts.web_url, dry_run=dry, classification_rule=classification.rule,
                    evidence=list(classification.evidence)[:5])
-        self.store.record_decision(jid, dec)
+        if dry:
+            # Provisional: kept for `retry-bot history`, but the job stays undecided in the
+            # store, so a later live run decides it (within the policy's max_job_age).
+            self._record_dry_run(jid, dec)
+            self._dry_decided.add(jid)
+        else:
+            self.store.record_decision(jid, dec)
         if self.metrics is not None:
             self.metrics.decisions.labels(decision.action.value).inc()
         log.info("job_decided", job_url=facts.web_url, job_id=jid, project=proj.path, job_name=facts.name,
@@ -342,6 +421,66 @@ class Poller:
                           decision.action.value, decision.reason, acted)
 
     # ------------------------------------------------------------------ helpers
+
+    def _copy_pending(self, project_id: int, job: Mapping[str, Any]) -> bool:
+        """An open resize intent re-creates a job of this name in this project."""
+        for intent in self.store.open_intents():
+            payload = intent.payload or {}
+            if payload.get("kind") == "resize" and payload.get("project_id") == project_id \
+                    and payload.get("job_name") == job.get("name") and payload.get("job_id") != int(job["id"]):
+                return True
+        return False
+
+    def _record_dry_run(self, jid: int, decision: Mapping[str, Any]) -> None:
+        """Keep a dry-run decision where ``retry-bot history`` finds it (:func:`dry_run_scope`).
+
+        The store has no public "add an event" call; a small per-job document holds the
+        last few dry-run decisions instead of :meth:`Store.record_decision` (which would
+        decide the job for good).
+        """
+        scope = dry_run_scope(jid)
+        doc = self.store.get_watermark(scope) or {}
+        entries = list(doc.get("decisions", []))[-(DRY_RUN_KEEP - 1):]
+        entries.append({"at": self.clock(), **dict(decision)})
+        self.store.set_watermark(scope, {"job_id": jid, "decisions": entries})
+
+    def _check_recreatable(self, proj: _Project, facts: JobFacts, decision: Decision, policy: Any,
+                           details: Mapping[str, Any]) -> Decision:
+        """A resize creates a pipeline on the job's ref: it must still build the failed commit.
+
+        * merge-request pipelines (``refs/merge-requests/N/head``, source
+          ``merge_request_event``) cannot be targeted by ``POST /projects/:id/pipeline``:
+          ``none``;
+        * when the branch head is no longer the job's commit (a ``[skip ci]`` push, a
+          pipeline not created yet: not caught by the newer-pipeline check), the copy would
+          build another commit: with ``skip_superseded``, ``none``; without it, the resize
+          goes on and the copy carries ``RETRY_BOT_ORIGIN_SHA`` (a project can check it out).
+        """
+        none = type(decision.action)("none")
+        ref = facts.ref or ""
+        source = facts.pipeline_source or (details.get("pipeline") or {}).get("source")
+        if ref.startswith("refs/merge-requests/") or source in MR_SOURCES:
+            return replace(decision, action=none, rule="merge_request_pipeline", variables={},
+                           reason=f"{decision.reason}; but job {facts.job_id} ran in a merge-request pipeline "
+                                  f"(ref {ref or '?'}, source {source}), and GitLab cannot create a pipeline on "
+                                  "a merge request's ref through POST /projects/:id/pipeline: re-run it from the "
+                                  "merge request (or push) with the larger limits")
+        if not facts.sha or not ref or not policy.skip_superseded:
+            return decision
+        if self.store.origin_of(facts.job_id) != facts.job_id and details.get("manualJob"):
+            return decision  # a bot-made copy is retried in place (jobRetry), at its own commit
+        try:
+            head = self.client.branch_head(proj.id, ref)
+        except GitLabApiError as exc:
+            log.warning("branch_head_unknown", job_url=facts.web_url, ref=ref, error=str(exc),
+                        note="re-creating anyway; the copy carries RETRY_BOT_ORIGIN_SHA")
+            return decision
+        if head and head != facts.sha:
+            return replace(decision, action=none, rule="skip_superseded", variables={},
+                           reason=f"{decision.reason}; but branch {ref} moved on from {facts.sha[:12]} to "
+                                  f"{head[:12]} since the job ran, and a re-created job would build "
+                                  f"{head[:12]}, not the failed commit (skip_superseded)")
+        return decision
 
     def _lineage(self, jid: int, facts: JobFacts, cls: Classification, record: Any, *,
                  origin_timeout: float | None = None) -> list[LineageAttempt]:
@@ -435,7 +574,7 @@ class Poller:
         spec = ChildPipelineSpec(origin_job_id=origin, origin_pipeline_id=facts.pipeline_id,
                                  failed_job_id=facts.job_id, attempt=decision.attempt,
                                  runner_class=decision.runner_class, tags=tuple(decision.tags),
-                                 timeout_seconds=decision.timeout_seconds)
+                                 timeout_seconds=decision.timeout_seconds, origin_sha=facts.sha)
         text = build_child_config(defn, spec)
         return ActionRequest(kind="resize", variables=variables, pipeline_variables=pipeline_variables(text, spec),
                              **base)

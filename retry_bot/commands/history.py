@@ -3,6 +3,11 @@
 Shows every event of the lineage the job belongs to (seen, classified,
 decided, actions begun/completed/failed, jobs re-created and how they ended),
 oldest first.  ``--format json`` prints the raw events.
+
+Attempts are numbered as the decisions number them: the origin (the job that
+first failed) is attempt 1, its first re-created job attempt 2, and so on.
+Dry-run decisions are shown too, marked ``(dry run: nothing written)``: they
+are provisional, a later live run decides the job again.
 """
 
 from __future__ import annotations
@@ -48,10 +53,12 @@ def _line(ev: dict[str, Any]) -> str:
             extra = " with " + " ".join(f"{a}={b}" for a, b in d["variables"].items())
         if d.get("runner_class"):
             extra += f" on class {d['runner_class']}"
-        dry = " (dry run: nothing written)" if d.get("dry_run") else ""
+        if d.get("action") not in (None, "none") and isinstance(d.get("attempt"), int):
+            extra += f" as attempt {d['attempt']}"
+        dry = " (dry run: nothing written, provisional)" if d.get("dry_run") else ""
         return f"{job} decision: {d.get('action')}{extra}{dry} — {d.get('reason')}"
     if k == "action_begun":
-        return f"{job} action {d.get('kind')} begun (intent {d.get('key')}, attempt {d.get('attempt')})"
+        return f"{job} action {d.get('kind')} begun (intent {d.get('key')}, try {d.get('attempt')})"
     if k == "action_completed":
         r = d.get("result") or {}
         what = ", ".join(f"{a}={b}" for a, b in r.items())
@@ -60,10 +67,30 @@ def _line(ev: dict[str, Any]) -> str:
         return f"{job} action {d.get('kind')} failed: {d.get('error')}"
     if k == "lineage_member":
         v = " ".join(f"{a}={b}" for a, b in (d.get("variables") or {}).items())
-        return f"{job} created as attempt {d.get('attempt')} by {d.get('action')}" + (f" ({v})" if v else "")
+        return f"{job} created as attempt {_attempt(d.get('attempt'))} by {d.get('action')}" + (f" ({v})" if v else "")
     if k == "lineage_updated":
         return f"{job} now " + ", ".join(f"{a}={b}" for a, b in d.items())
     return f"{job} {k} {json.dumps(d, sort_keys=True)}"
+
+
+def _attempt(stored: Any) -> Any:
+    """The store numbers a lineage from 0 (the origin); decisions and this command from 1."""
+    return stored + 1 if isinstance(stored, int) else stored
+
+
+def dry_run_events(store: Any, events: list[dict[str, Any]], job_id: int) -> list[dict[str, Any]]:
+    """The provisional (dry-run) decisions of the lineage's jobs, as ``decided`` events."""
+    from retry_bot.poller import dry_run_scope
+
+    out: list[dict[str, Any]] = []
+    for jid in sorted({int(e["job_id"]) for e in events} | {int(job_id)}):
+        doc = store.get_watermark(dry_run_scope(jid)) or {}
+        for d in doc.get("decisions", []):
+            if isinstance(d, dict):
+                out.append({"event_id": None, "at": float(d.get("at") or 0.0), "job_id": jid,
+                            "origin_job_id": events[0]["origin_job_id"] if events else jid, "kind": "decided",
+                            "data": {**d, "dry_run": True}})
+    return out
 
 
 def render(events: list[dict[str, Any]]) -> str:
@@ -95,6 +122,8 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     try:
         events = store.history(args.job_id)
+        events = sorted(events + dry_run_events(store, events, args.job_id),
+                        key=lambda e: (e["at"], e["event_id"] if e["event_id"] is not None else 1e18))
     finally:
         store.close()
     if args.format == "json":

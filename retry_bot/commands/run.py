@@ -1,8 +1,13 @@
 """``retry-bot run`` (poll until SIGTERM) and ``retry-bot once`` (one cycle, for cron and debugging).
 
 Both read ``--config`` (default ``config/bot.toml``).  ``--dry-run`` decides and
-logs but writes nothing to GitLab.  Exit codes: 0 done, 1 the cycle failed
-(``once``), 2 bad configuration or state.
+logs but writes nothing to GitLab; its decisions are provisional (a later live
+run decides the same jobs).
+
+Exit codes: 0 done; 1 ``once``: the cycle had errors (a project GitLab refused or
+could not serve, a job that could not be handled: listed on stderr), or ``run``/``once``:
+GitLab refused the token for every watched project (fatal); 2 bad configuration or
+state store.
 """
 
 from __future__ import annotations

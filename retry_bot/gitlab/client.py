@@ -138,6 +138,8 @@ def _endpoint_of(path: str) -> str:
     for seg in p.split("/"):
         if seg.isdigit() or (prev == "projects" and seg) or (prev == "groups" and seg):
             parts.append(":id")
+        elif prev == "branches" and seg:
+            parts.append(":branch")  # bounded metric labels: never one per branch name
         else:
             parts.append(seg)
         prev = seg
@@ -490,6 +492,28 @@ class GitLabClient:
         rows = self._call(f"list pipelines on {ref}",
                           lambda: self.gl.http_get(path, query_data=query), endpoint=path)
         return list(rows) if isinstance(rows, list) else []
+
+    def branch_head(self, project: int | str, ref: str) -> str | None:
+        """The commit ``ref`` points at now (``GET /projects/:id/repository/branches/:ref``).
+
+        When GitLab answers 404 (``ref`` is a tag, the branch is gone, or a server without
+        the endpoint, such as the stand-in), the newest non-child pipeline's sha on ``ref``
+        stands in: it misses a ``[skip ci]`` push, which is why a re-created job also
+        carries ``RETRY_BOT_ORIGIN_SHA``.  ``None`` when neither is known.
+        """
+        path = f"{self._project_path(project)}/repository/branches/{quote(ref, safe='')}"
+        try:
+            branch = self._call(f"branch {ref}", lambda: self.gl.http_get(path), endpoint=path)
+        except NotFound:
+            branch = None
+        if isinstance(branch, Mapping):
+            sha = (branch.get("commit") or {}).get("id")
+            if sha:
+                return str(sha)
+        for p in self.latest_pipelines(project, ref, limit=5):
+            if p.get("source") != "parent_pipeline" and p.get("sha"):
+                return str(p["sha"])
+        return None
 
     def pipeline_variables(self, project: int | str, pipeline_id: int) -> dict[str, str]:
         """``GET /projects/:id/pipelines/:pid/variables`` as a dict."""

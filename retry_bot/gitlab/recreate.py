@@ -25,6 +25,7 @@ from retry_bot.gitlab.jobdef import JobDefinition
 __all__ = [
     "ORIGIN_VARIABLE",
     "CONFIG_VARIABLE",
+    "ORIGIN_SHA_VARIABLE",
     "ChildPipelineSpec",
     "build_child_config",
     "pipeline_variables",
@@ -35,6 +36,8 @@ __all__ = [
 
 #: Pipeline and job variable naming the job a lineage started from.
 ORIGIN_VARIABLE = "RETRY_BOT_ORIGIN_JOB_ID"
+#: Job variable of a re-created job: the commit the failed job built.
+ORIGIN_SHA_VARIABLE = "RETRY_BOT_ORIGIN_SHA"
 #: Pipeline variable carrying the child configuration (read by the CI template).
 CONFIG_VARIABLE = "RETRY_BOT_CHILD_CONFIG"
 
@@ -62,6 +65,9 @@ class ChildPipelineSpec:
     tags: Sequence[str]
     #: The copy's job timeout (``timeout:``), from the decision (``[resize.time]``); ``None`` keeps the job's.
     timeout_seconds: float | None = None
+    #: The failed job's commit: the copy gets ``RETRY_BOT_ORIGIN_SHA`` (the pipeline is created on the
+    #: ref, whose head may have moved on; a project can ``git checkout $RETRY_BOT_ORIGIN_SHA``).
+    origin_sha: str | None = None
 
 
 def build_child_config(defn: JobDefinition, spec: ChildPipelineSpec) -> str:
@@ -106,6 +112,8 @@ def build_child_config(defn: JobDefinition, spec: ChildPipelineSpec) -> str:
     variables["RETRY_BOT_ORIGIN_PIPELINE_ID"] = str(spec.origin_pipeline_id)
     variables["RETRY_BOT_FAILED_JOB_ID"] = str(spec.failed_job_id)
     variables["RETRY_BOT_ATTEMPT"] = str(spec.attempt)
+    if spec.origin_sha:
+        variables[ORIGIN_SHA_VARIABLE] = spec.origin_sha
     if spec.runner_class:
         variables["RETRY_BOT_RUNNER_CLASS"] = spec.runner_class
     if removed_needs:
@@ -189,4 +197,5 @@ def pipeline_variables(child_config: str, spec: ChildPipelineSpec) -> dict[str, 
         ORIGIN_VARIABLE: str(spec.origin_job_id),
         "RETRY_BOT_FAILED_JOB_ID": str(spec.failed_job_id),
         "RETRY_BOT_ATTEMPT": str(spec.attempt),
+        **({ORIGIN_SHA_VARIABLE: spec.origin_sha} if spec.origin_sha else {}),
     }

@@ -208,12 +208,16 @@ ENV = {"FARM_TOKEN": TOKEN, "FARM_KEY": KEY.decode()}
 
 
 def make_bot(farm: Farm, tmp: Path, projects: list[str], *, policy: str = POLICY, dry_run: bool | None = None,
-             settle: float = 0.5, **kw: Any) -> Bot:
+             settle: float = 0.5, url: str | None = None, env: Mapping[str, str] | None = None,
+             leader: bool = True, **kw: Any) -> Bot:
+    """The real bot on ``farm`` (or on ``url``, e.g. a proxy in front of it), state in ``tmp``."""
     pol = tmp / "policy.toml"
     pol.write_text(policy)
-    text = bot_config_text(farm.url, tmp / "state.db", pol, projects, **kw)
+    text = bot_config_text(url or farm.url, tmp / "state.db", pol, projects, **kw)
+    if not leader:
+        text = text.replace("[leader]\nenabled = true", "[leader]\nenabled = false")
     (tmp / "bot.toml").write_text(text)
-    cfg = parse_config(text, base=tmp, env=ENV)
+    cfg = parse_config(text, base=tmp, env={**ENV, **(env or {})})
     return Bot(cfg, dry_run=dry_run, action_settings=ActionSettings(settle_seconds=settle, child_timeout_seconds=60))
 
 

@@ -77,7 +77,7 @@ def test_metrics_and_healthz_and_history(farm, tmp_path, capsys):
         configure_logging("json", "info", stream=sys.__stderr__)   # main() bound logs to capsys' stream
     assert "classified oom/oom" in out and "decision: resize with KUBERNETES_MEMORY_LIMIT=384Mi" in out
     assert "action create_pipeline done" in out and "action play done" in out
-    assert "action resize done" in out and "created as attempt 1 by resize" in out
+    assert "action resize done" in out and "created as attempt 2 by resize" in out
 
 
 def test_once_command_runs_one_cycle_and_never_prints_the_token(farm, tmp_path):
