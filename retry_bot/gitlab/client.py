@@ -496,8 +496,7 @@ class GitLabClient:
     def branch_head(self, project: int | str, ref: str) -> str | None:
         """The commit ``ref`` points at now (``GET /projects/:id/repository/branches/:ref``).
 
-        When GitLab answers 404 (``ref`` is a tag, the branch is gone, or a server without
-        the endpoint, such as the stand-in), the newest non-child pipeline's sha on ``ref``
+        When GitLab answers 404 (``ref`` is a tag or the branch is gone), the newest non-child pipeline's sha on ``ref``
         stands in: it misses a ``[skip ci]`` push, which is why a re-created job also
         carries ``RETRY_BOT_ORIGIN_SHA``.  ``None`` when neither is known.
         """

@@ -18,7 +18,6 @@ import urllib.request
 import pytest
 
 from retry_bot.commands.history import render
-from tests.bot_live.branches_proxy import BranchesProxy
 from tests.bot_live.farm import (ENV, POLICY, ROOT, TOKEN, Farm, bot_config_text, compile_error, cycle_until,
                                  make_bot, needs_memory)
 
@@ -163,26 +162,24 @@ def test_resize_is_skipped_when_the_branch_moved_on_without_a_pipeline(farm, tmp
     # a push that created no pipeline ([skip ci]): the newer-pipeline check cannot see it
     new_sha = farm.standin.set_ci_config("grp/d", farm.standin.state.project("grp/d").configs[old_sha])
     assert new_sha != old_sha and len(farm.standin.pipelines("grp/d")) == 1
-    proxy = BranchesProxy(farm.standin)          # the stand-in lacks GET .../repository/branches/:branch
-    bot = make_bot(farm, tmp_path, ["grp/d"], url=proxy.url)
+    farm.standin.reset_calls()
+    bot = make_bot(farm, tmp_path, ["grp/d"])
     try:
         report = bot.once()
         [out] = report.decided
         assert out.action == "none" and "moved on" in out.reason and new_sha[:12] in out.reason, out.reason
         assert bot.store.get_job(origin.id).decision["rule"] == "skip_superseded"
-        assert proxy.branch_requests == ["main"]
+        assert len(farm.standin.calls_matching("GET", r"/repository/branches/main$")) == 1
         assert _creates(farm) == []
     finally:
         bot.close()
-        proxy.close()
 
 
 def test_resize_on_an_unmoved_branch_carries_the_origin_sha_to_the_copy(farm, tmp_path):
     _oom_project(farm)
     origin = farm.standin.jobs("grp/d")[0]
     sha = farm.standin.get_pipeline(origin.pipeline_id).sha
-    proxy = BranchesProxy(farm.standin)
-    bot = make_bot(farm, tmp_path, ["grp/d"], url=proxy.url)
+    bot = make_bot(farm, tmp_path, ["grp/d"])
     try:
         assert cycle_until(bot, lambda: any(j.status == "success" for j in farm.standin.jobs("grp/d")
                                             if j.name == "build"))
@@ -192,10 +189,9 @@ def test_resize_on_an_unmoved_branch_carries_the_origin_sha_to_the_copy(farm, tm
         parent = farm.standin.get_pipeline(farm.standin.get_job(
             farm.standin.get_pipeline(copy.pipeline_id).parent_bridge_id).pipeline_id)
         assert farm.standin.pipeline_variables(parent.id)[ORIGIN_SHA_VARIABLE] == sha
-        assert "main" in proxy.branch_requests
+        assert farm.standin.calls_matching("GET", r"/repository/branches/main$")
     finally:
         bot.close()
-        proxy.close()
 
 
 def test_merge_request_pipeline_is_not_recreated(farm, tmp_path):

@@ -28,6 +28,7 @@ from retry_bot.gitlab.standin.state import (
     NotFound,
     StandInError,
     User,
+    iso,
 )
 
 __all__ = ["Request", "Response", "dispatch", "json_response", "error_response", "STANDIN_GITLAB_VERSION"]
@@ -190,6 +191,22 @@ def get_raw_file(req: Request, project: str, file: str) -> Response:
     config = proj.configs[sha]
     text = config if isinstance(config, str) else yaml.safe_dump(config, sort_keys=False)
     return Response(200, text.encode(), "text/plain")
+
+
+def get_branch(req: Request, project: str, branch: str) -> Response:
+    """``GET /projects/:id/repository/branches/:branch``: the branch and its head commit."""
+    proj = req.state.project(project)
+    name = unquote(branch)
+    sha = proj.refs.get(name)
+    if sha is None:
+        raise NotFound("404 Branch Not Found")
+    return json_response(200, {
+        "name": name, "merged": False, "protected": name == proj.default_branch,
+        "default": name == proj.default_branch, "developers_can_push": False, "developers_can_merge": False,
+        "can_push": True, "web_url": f"{req.state.base_url}/{proj.full_path}/-/tree/{name}",
+        "commit": {"id": sha, "short_id": sha[:8], "title": "commit", "message": "commit",
+                   "created_at": iso(proj.commit_times.get(sha)), "parent_ids": []},
+    })
 
 
 def get_project(req: Request, project: str) -> Response:
@@ -404,6 +421,7 @@ ROUTES: list[tuple[str, re.Pattern[str], Callable[..., Response]]] = [
     ("GET", re.compile(r"^/api/v4/user$"), get_user),
     ("GET", re.compile(r"^/api/v4/version$"), get_version),
     ("GET", re.compile(rf"^{_P}/repository/files/(?P<file>[^/]+)/raw$"), get_raw_file),
+    ("GET", re.compile(rf"^{_P}/repository/branches/(?P<branch>[^/]+)$"), get_branch),
     ("GET", re.compile(rf"^{_P}$"), get_project),
     ("GET", re.compile(r"^/api/v4/groups/(?P<group>[^/]+)/projects$"), list_group_projects),
     ("GET", re.compile(rf"^{_P}/jobs$"), list_jobs),
