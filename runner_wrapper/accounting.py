@@ -12,15 +12,16 @@ its last attempt), else 0.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: typing stays out of the per-stage start-up path
 from runner_wrapper.state import JobState, StageFigures
 
 if TYPE_CHECKING:  # the record module is imported lazily: most stages never build a record
     from runner_wrapper.cgroup.base import Counters
     from runner_wrapper.record import HostInfo, UsageRecord
 
-__all__ = ["MAIN_STAGES", "NON_DECIDING_STAGES", "is_main_stage", "build_record", "host_info", "job_exit_code"]
+__all__ = ["MAIN_STAGES", "NON_DECIDING_STAGES", "is_main_stage", "build_record", "record_dict", "host_info",
+           "host_dict", "job_exit_code"]
 
 #: The main build stage: ``build_script`` on the custom executor, ``step_script`` elsewhere (§1.4).
 MAIN_STAGES = frozenset({"build_script", "step_script"})
@@ -32,14 +33,20 @@ def is_main_stage(stage: str) -> bool:
     return stage in MAIN_STAGES
 
 
-def host_info(backend: str, approximate: bool, hostname: str = "", runner: str = "") -> "HostInfo":
-    import socket
-
+def host_dict(backend: str, approximate: bool, hostname: str = "", runner: str = "") -> dict[str, object]:
+    """The record's ``host`` object (``os.uname().nodename`` is what ``socket.gethostname()`` returns on
+    Linux, without importing :mod:`socket`)."""
     from runner_wrapper import __version__
+
+    uname = os.uname()
+    return {"hostname": hostname or uname.nodename, "runner": runner or None, "backend": backend,
+            "approximate": approximate, "kernel": uname.release, "wrapper_version": __version__}
+
+
+def host_info(backend: str, approximate: bool, hostname: str = "", runner: str = "") -> "HostInfo":
     from runner_wrapper.record import HostInfo
 
-    return HostInfo(hostname=hostname or socket.gethostname(), runner=runner or None, backend=backend,
-                    approximate=approximate, kernel=os.uname().release, wrapper_version=__version__)
+    return HostInfo(**host_dict(backend, approximate, hostname, runner))  # type: ignore[arg-type]
 
 
 def job_exit_code(stages: list[StageFigures]) -> int | None:
@@ -67,8 +74,21 @@ def _max(values: list[float | int | None]) -> float | int | None:
 def build_record(state: JobState, host: "HostInfo", now_epoch: float, finished_at: str,
                  job_counters: "Counters | None" = None) -> "UsageRecord":
     """The record for everything measured so far (cumulative; call again after each stage)."""
-    from runner_wrapper.record import AppliedLimits, JobIdentity, StageUsage, Usage, UsageRecord
+    from dataclasses import asdict
 
+    from runner_wrapper.record import UsageRecord
+
+    return UsageRecord.from_dict(record_dict(state, asdict(host), now_epoch, finished_at, job_counters))
+
+
+def record_dict(state: JobState, host: dict[str, object], now_epoch: float, finished_at: str,
+                job_counters: "Counters | None" = None) -> dict[str, object]:
+    """:func:`build_record` as the plain JSON object ``UsageRecord.to_dict()`` gives, without importing
+    :mod:`runner_wrapper.record` (dataclasses and hashlib cost ~50 ms of a stage's start-up).
+
+    The layout is the schema's (``runner_wrapper/usage-record.schema.json``); a test checks that it
+    equals ``build_record(...).to_dict()``.
+    """
     st = state.stages
     peak = _max([s.memory_peak_bytes for s in st] + [job_counters.memory_peak_bytes if job_counters else None])
     user = _sum([s.cpu_user_seconds for s in st])
@@ -90,34 +110,41 @@ def build_record(state: JobState, host: "HostInfo", now_epoch: float, finished_a
     oom = sum(s.oom_kills for s in st)
     if job_counters:
         oom = max(oom, job_counters.oom_kills)
-    usage = Usage(
-        wall_seconds=round(max(0.0, now_epoch - state.started_epoch), 3),
-        memory_peak_bytes=int(peak) if peak is not None else None,
-        memory_mean_bytes=mem_mean,
-        cpu_user_seconds=round(user, 4) if user is not None else None,
-        cpu_system_seconds=round(system, 4) if system is not None else None,
-        cpu_mean_cores=mean_cores,
-        cpu_max_cores=_max([s.cpu_max_cores for s in st]),
-        oom_kills=oom,
-        memory_failcnt=_sum([s.memory_failcnt for s in st]),  # type: ignore[arg-type]
-        memory_pressure_usec=_sum([s.memory_pressure_usec for s in st]),  # type: ignore[arg-type]
-        cpu_pressure_usec=_sum([s.cpu_pressure_usec for s in st]),  # type: ignore[arg-type]
-    )
-    stages = tuple(StageUsage(name=s.name, attempt=s.attempt, wall_seconds=round(s.wall_seconds, 3),
-                              exit_code=s.exit_code, oom_kills=s.oom_kills, memory_peak_bytes=s.memory_peak_bytes,
-                              memory_mean_bytes=s.memory_mean_bytes,
-                              cpu_seconds=round(s.cpu_seconds, 4) if s.cpu_seconds is not None else None,
-                              cpu_max_cores=s.cpu_max_cores) for s in st)
-    ident = dict(state.identity)
-    ident.setdefault("id", state.job_id)
-    limits = dict(state.limits)
-    return UsageRecord(
-        job=JobIdentity(**ident),
-        host=host,
-        limits=AppliedLimits(**limits) if limits else AppliedLimits(),
-        usage=usage,
-        started_at=state.started_at,
-        finished_at=finished_at,
-        exit_code=job_exit_code(st),
-        stages=stages,
-    )
+    usage = {
+        "wall_seconds": round(max(0.0, now_epoch - state.started_epoch), 3),
+        "memory_peak_bytes": int(peak) if peak is not None else None,
+        "memory_mean_bytes": mem_mean,
+        "cpu_user_seconds": round(user, 4) if user is not None else None,
+        "cpu_system_seconds": round(system, 4) if system is not None else None,
+        "cpu_mean_cores": mean_cores,
+        "cpu_max_cores": _max([s.cpu_max_cores for s in st]),
+        "oom_kills": oom,
+        "memory_failcnt": _sum([s.memory_failcnt for s in st]),
+        "memory_pressure_usec": _sum([s.memory_pressure_usec for s in st]),
+        "cpu_pressure_usec": _sum([s.cpu_pressure_usec for s in st]),
+    }
+    stages = [{"name": s.name, "attempt": s.attempt, "wall_seconds": round(s.wall_seconds, 3),
+               "exit_code": s.exit_code, "oom_kills": s.oom_kills, "memory_peak_bytes": s.memory_peak_bytes,
+               "memory_mean_bytes": s.memory_mean_bytes,
+               "cpu_seconds": round(s.cpu_seconds, 4) if s.cpu_seconds is not None else None,
+               "cpu_max_cores": s.cpu_max_cores} for s in st]
+    job = {"id": state.job_id, "project_id": None, "project_path": None, "pipeline_id": None, "name": None,
+           "stage": None, "ref": None, "protected": None, "url": None, "variables": {}}
+    job.update(state.identity)
+    job["variables"] = dict(job.get("variables") or {})  # type: ignore[call-overload]
+    limits = {"memory_limit_bytes": None, "memory_request_bytes": None, "cpu_limit_cores": None,
+              "cpu_request_cores": None, "sources": {}}
+    limits.update(state.limits)
+    limits["sources"] = dict(limits.get("sources") or {})  # type: ignore[call-overload]
+    return {
+        "job": job,
+        "host": dict(host),
+        "limits": limits,
+        "usage": usage,
+        "started_at": state.started_at,
+        "finished_at": finished_at,
+        "exit_code": job_exit_code(st),
+        "stages": stages,
+        "stages_truncated": False,
+        "schema": "gitlab-rightsizer/usage-record/v1",  # runner_wrapper.record.SCHEMA
+    }

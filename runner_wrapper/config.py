@@ -26,6 +26,8 @@ __all__ = [
     "SinkSettings",
     "AllocationSettings",
     "ExecutorSettings",
+    "RecordSettings",
+    "DEFAULT_RECORDED_VARIABLES",
     "DEFAULT_CONFIG_PATH",
     "CONFIG_ENV",
     "load_config",
@@ -45,7 +47,15 @@ BACKENDS = ("auto", "v2", "v1", "psutil")
 
 
 class ConfigError(ValueError):
-    """``wrapper.toml`` is unreadable or a key has a wrong value; the message names it."""
+    """``wrapper.toml`` is unreadable or keys have wrong values; the message names each one.
+
+    ``problems`` lists every problem found (one line each; the message joins them), so
+    ``runner-wrapper doctor`` reports all of them at once, not only the first.
+    """
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems: list[str] = list(problems) if problems else [message]
 
 
 class CgroupSettings(NamedTuple):
@@ -118,6 +128,20 @@ class AllocationSettings(NamedTuple):
     timeout: float = 2.0
 
 
+#: Job variables copied into the usage record by default: the Kubernetes executor's resource
+#: variables and the Spack CI spec keys (``*`` matches any run of characters).
+DEFAULT_RECORDED_VARIABLES: tuple[str, ...] = (
+    "KUBERNETES_CPU_REQUEST", "KUBERNETES_CPU_LIMIT", "KUBERNETES_MEMORY_REQUEST", "KUBERNETES_MEMORY_LIMIT",
+    "SPACK_JOB_SPEC_*", "SPACK_CI_STACK_NAME", "CI_JOB_SIZE",
+)
+
+
+class RecordSettings(NamedTuple):
+    #: Names (``*`` wildcards) of job variables copied into the usage record's ``job.variables``.
+    #: Masked variables are never copied, whatever this says.
+    variables: tuple[str, ...] = DEFAULT_RECORDED_VARIABLES
+
+
 class ExecutorSettings(NamedTuple):
     builds_dir: str = "/builds"
     cache_dir: str = "/cache"
@@ -147,6 +171,7 @@ class WrapperConfig(NamedTuple):
     sinks: SinkSettings = SinkSettings()
     allocation: AllocationSettings = AllocationSettings()
     executor: ExecutorSettings = ExecutorSettings()
+    record: RecordSettings = RecordSettings()
     #: Where this configuration was read from (``None`` = built-in defaults).
     source: str | None = None
 
@@ -204,27 +229,34 @@ def config_from_json(text: str) -> WrapperConfig:
             cgroup=CgroupSettings(**d["cgroup"]), limits=LimitSettings(**d["limits"]),
             variables=VariableNames(**d["variables"]), sampler_interval=float(d["sampler_interval"]),
             signing=SigningSettings(**d["signing"]), sinks=SinkSettings(**d["sinks"]),
-            allocation=AllocationSettings(**d["allocation"]), executor=ExecutorSettings(**ex), source=d["source"])
+            allocation=AllocationSettings(**d["allocation"]), executor=ExecutorSettings(**ex),
+            record=RecordSettings(variables=tuple(d["record"]["variables"])), source=d["source"])
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"${CONFIG_JSON_ENV} is not a configuration this wrapper wrote: {exc}") from None
 
 
 def config_from_mapping(data: Mapping[str, Any], source: str | None = None) -> WrapperConfig:
-    """Validate a parsed TOML document; unknown tables/keys are errors (typos must not pass)."""
+    """Validate a parsed TOML document; unknown tables/keys are errors (typos must not pass).
+
+    Every problem is collected (a bad value is replaced by its default so checking goes on);
+    one :class:`ConfigError` at the end lists them all.
+    """
     where = source or "wrapper.toml"
-    r = _Reader(data, where)
-    known = {"cgroup", "caps", "defaults", "variables", "sampler", "signing", "sinks", "allocation", "executor"}
+    problems: list[str] = []
+    r = _Reader(data, where, problems=problems)
+    known = {"cgroup", "caps", "defaults", "variables", "sampler", "signing", "sinks", "allocation", "executor",
+             "record"}
     for k in data:
         if k not in known:
-            raise ConfigError(f"{where}: unknown table [{k}] (known: {', '.join(sorted(known))})")
+            problems.append(f"{where}: unknown table [{k}] (known: {', '.join(sorted(known))})")
 
     cg = r.table("cgroup")
     backend = cg.str("backend", "auto")
     if backend not in BACKENDS:
-        raise ConfigError(f"{where}: [cgroup] backend = {backend!r}: expected one of {', '.join(BACKENDS)}")
+        problems.append(f"{where}: [cgroup] backend = {backend!r}: expected one of {', '.join(BACKENDS)}")
     parent = cg.str("parent", _d(CgroupSettings, 'parent')).strip("/")
     if not parent or ".." in parent.split("/"):
-        raise ConfigError(f"{where}: [cgroup] parent = {parent!r}: expected a relative cgroup path without '..'")
+        problems.append(f"{where}: [cgroup] parent = {parent!r}: expected a relative cgroup path without '..'")
     cgroup = CgroupSettings(
         backend=backend, parent=parent, v2_root=cg.str("v2_root", ""),
         v1_root=cg.str("v1_root", _d(CgroupSettings, 'v1_root')),
@@ -269,24 +301,26 @@ def config_from_mapping(data: Mapping[str, Any], source: str | None = None) -> W
     )
     sk.done()
     if sinks.collector_url and not sinks.collector_url.startswith(("http://", "https://")):
-        raise ConfigError(f"{where}: [sinks] collector_url must start with http:// or https://")
+        problems.append(f"{where}: [sinks] collector_url must start with http:// or https://")
 
     al = r.table("allocation")
     allocation = AllocationSettings(url=al.str("url", ""), token_env=al.str("token_env", _d(AllocationSettings, 'token_env')),
                                     timeout=al.number("timeout", 2.0, minimum=0.05))
     al.done()
     if allocation.url and not allocation.url.startswith(("http://", "https://")):
-        raise ConfigError(f"{where}: [allocation] url must start with http:// or https://")
+        problems.append(f"{where}: [allocation] url must start with http:// or https://")
 
     ex = r.table("executor")
     shell = ex.get("shell", ["bash"])
     if isinstance(shell, str):
         shell = [shell]
     if not isinstance(shell, list) or not shell or not all(isinstance(s, str) and s for s in shell):
-        raise ConfigError(f"{where}: [executor] shell: expected a command as a list of strings, e.g. [\"bash\"]")
+        problems.append(f"{where}: [executor] shell: expected a command as a list of strings, e.g. [\"bash\"]")
+        shell = ["bash"]
     job_env = ex.get("job_env", {})
     if not isinstance(job_env, dict) or not all(isinstance(v, str) for v in job_env.values()):
-        raise ConfigError(f"{where}: [executor] job_env: expected a table of strings")
+        problems.append(f"{where}: [executor] job_env: expected a table of strings")
+        job_env = {}
     executor = ExecutorSettings(
         builds_dir=ex.str("builds_dir", _d(ExecutorSettings, 'builds_dir')),
         cache_dir=ex.str("cache_dir", _d(ExecutorSettings, 'cache_dir')),
@@ -296,21 +330,41 @@ def config_from_mapping(data: Mapping[str, Any], source: str | None = None) -> W
         psutil_enforce_memory=ex.bool("psutil_enforce_memory", True), job_env=dict(job_env),
     )
     ex.done()
+
+    rec = r.table("record")
+    names = rec.get("variables", list(DEFAULT_RECORDED_VARIABLES))
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
+        problems.append(f"{where}: [record] variables: expected a list of variable names (\"*\" wildcards "
+                        f"allowed), e.g. [\"KUBERNETES_MEMORY_LIMIT\", \"SPACK_JOB_SPEC_*\"]")
+        names = list(DEFAULT_RECORDED_VARIABLES)
+    record = RecordSettings(variables=tuple(n.strip() for n in names))
+    rec.done()
+    if problems:
+        raise ConfigError("\n".join(problems), problems)
     return WrapperConfig(cgroup=cgroup, limits=limits, variables=variables, sampler_interval=interval,
-                         signing=signing, sinks=sinks, allocation=allocation, executor=executor, source=source)
+                         signing=signing, sinks=sinks, allocation=allocation, executor=executor, record=record,
+                         source=source)
 
 
 class _Reader:
     """Typed access to one TOML table that remembers which keys were consumed."""
 
-    def __init__(self, data: Mapping[str, Any], where: str, name: str = "") -> None:
+    def __init__(self, data: Mapping[str, Any], where: str, name: str = "",
+                 problems: list[str] | None = None) -> None:
         self.data, self.where, self.name, self.used = data, where, name, set()
+        #: Problems found so far (shared by every table's reader); a bad value reads as its default.
+        self.problems: list[str] = [] if problems is None else problems
+
+    def _bad(self, message: str, default: Any) -> Any:
+        self.problems.append(message)
+        return default
 
     def table(self, name: str) -> "_Reader":
         sub = self.data.get(name, {})
         if not isinstance(sub, Mapping):
-            raise ConfigError(f"{self.where}: [{name}] must be a table")
-        return _Reader(sub, self.where, name)
+            self.problems.append(f"{self.where}: [{name}] must be a table")
+            sub = {}
+        return _Reader(sub, self.where, name, self.problems)
 
     def _label(self, key: str) -> str:
         return f"{self.where}: [{self.name}] {key}"
@@ -322,21 +376,21 @@ class _Reader:
     def str(self, key: str, default: str) -> str:
         v = self.get(key, default)
         if not isinstance(v, str):
-            raise ConfigError(f"{self._label(key)} = {v!r}: expected a string")
+            return self._bad(f"{self._label(key)} = {v!r}: expected a string", default)
         return v
 
     def bool(self, key: str, default: bool) -> bool:
         v = self.get(key, default)
         if not isinstance(v, bool):
-            raise ConfigError(f"{self._label(key)} = {v!r}: expected true or false")
+            return self._bad(f"{self._label(key)} = {v!r}: expected true or false", default)
         return v
 
     def number(self, key: str, default: float, minimum: float | None = None) -> float:
         v = self.get(key, default)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
-            raise ConfigError(f"{self._label(key)} = {v!r}: expected a number")
+            return self._bad(f"{self._label(key)} = {v!r}: expected a number", float(default))
         if minimum is not None and v < minimum:
-            raise ConfigError(f"{self._label(key)} = {v!r}: must be at least {minimum}")
+            return self._bad(f"{self._label(key)} = {v!r}: must be at least {minimum}", float(default))
         return float(v)
 
     def memory(self, key: str) -> int | None:
@@ -348,7 +402,7 @@ class _Reader:
         try:
             return parse_memory(v)
         except QuantityError as exc:
-            raise ConfigError(f"{self._label(key)}: {exc}") from None
+            return self._bad(f"{self._label(key)}: {exc}", None)
 
     def cpu(self, key: str) -> float | None:
         v = self.get(key, "")
@@ -359,9 +413,9 @@ class _Reader:
         try:
             return parse_cpu(v)
         except QuantityError as exc:
-            raise ConfigError(f"{self._label(key)}: {exc}") from None
+            return self._bad(f"{self._label(key)}: {exc}", None)
 
     def done(self) -> None:
         extra = sorted(set(self.data) - self.used)
         if extra:
-            raise ConfigError(f"{self.where}: [{self.name}] unknown key(s): {', '.join(extra)}")
+            self.problems.append(f"{self.where}: [{self.name}] unknown key(s): {', '.join(extra)}")

@@ -86,11 +86,12 @@ def diagnose(cfg: WrapperConfig, environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 def run_doctor(cfg: WrapperConfig, environ: Mapping[str, str], as_json: bool = False, out: Any = None) -> int:
+    """Print the diagnosis; returns 1 when there is at least one ``PROBLEM``, else 0."""
     out = out or sys.stdout
     d = diagnose(cfg, environ)
     if as_json:
         out.write(json.dumps(d, indent=2, default=str) + "\n")
-        return 1 if d["backend"] is None else 0
+        return 1 if d["problems"] else 0
     w = out.write
     w(f"kernel:            {d['kernel']}\n")
     w(f"config:            {d['config']}\n")
@@ -113,4 +114,5 @@ def run_doctor(cfg: WrapperConfig, environ: Mapping[str, str], as_json: bool = F
         w(f"  * {p}\n")
     for p in d["problems"]:
         w(f"PROBLEM: {p}\n")
-    return 1 if b is None else 0
+    # Non-zero when anything needs fixing, so `runner-wrapper doctor && ...` and monitoring notice.
+    return 1 if d["problems"] else 0

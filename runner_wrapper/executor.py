@@ -20,75 +20,27 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import sys
 import time
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 from runner_wrapper.config import WrapperConfig
 from runner_wrapper.sinks import say
-from runner_wrapper.state import (
-    JobState, StageFigures, delete_state, driver_alive, load_state, process_start_ticks, save_state, state_path,
-    utc_now,
+from runner_wrapper.stagerun import (
+    DriverEnv, StageSettings, SystemFailure, check_exit_code_file, job_group_name, run_in_group, run_stage,
+    stage_group_name,
 )
+from runner_wrapper.state import JobState, delete_state, driver_alive, load_state, save_state, state_path, utc_now
 
-__all__ = ["DriverEnv", "SystemFailure", "cmd_config", "cmd_prepare", "cmd_run", "cmd_cleanup",
+__all__ = ["DriverEnv", "SystemFailure", "register_secrets", "cmd_config", "cmd_prepare", "cmd_run", "cmd_cleanup",
            "reap_stale", "backend_by_name", "job_group_name", "stage_group_name"]
-
-
-class SystemFailure(RuntimeError):
-    """An infrastructure fault of the wrapper or host: exit ``$SYSTEM_FAILURE_EXIT_CODE``."""
-
-
-class DriverEnv(NamedTuple):
-    """The variables GitLab Runner sets for every driver call (§1.3)."""
-
-    build_failure: int
-    system_failure: int
-    exit_code_file: str | None
-    job_response_file: str | None
-    tmpdir: str | None
-
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> "DriverEnv":
-        def code(name: str, fallback: int) -> int:
-            # Read, never hard-code; the fallbacks only serve a manual run outside GitLab Runner.
-            try:
-                return int(environ.get(name, ""))
-            except ValueError:
-                return fallback
-
-        return cls(build_failure=code("BUILD_FAILURE_EXIT_CODE", 1), system_failure=code("SYSTEM_FAILURE_EXIT_CODE", 2),
-                   exit_code_file=environ.get("BUILD_EXIT_CODE_FILE") or None,
-                   job_response_file=environ.get("JOB_RESPONSE_FILE") or None,
-                   tmpdir=environ.get("TMPDIR") or None)
-
-
-def job_group_name(job_id: int) -> str:
-    return f"job-{job_id}"
-
-
-_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def stage_group_name(job_id: int, stage: str, attempt: int) -> str:
-    safe = _SAFE.sub("_", stage)[:80] or "stage"
-    return f"{job_group_name(job_id)}/{safe}-{attempt}"
 
 
 def backend_by_name(name: str, cfg: WrapperConfig):  # -> Backend
     """Re-open the backend ``prepare`` chose (stored in the job state)."""
-    if name == "cgroup-v1":
-        from runner_wrapper.cgroup.v1 import V1Backend
+    from runner_wrapper.stagerun import open_backend
 
-        return V1Backend(cfg.cgroup.v1_root, cfg.cgroup.parent, cfg.cgroup.limit_swap)
-    if name == "cgroup-v2":
-        from runner_wrapper.cgroup.v2 import V2Backend, find_cgroup2_mount
-
-        return V2Backend(cfg.cgroup.v2_root or find_cgroup2_mount() or "/sys/fs/cgroup", cfg.cgroup.parent)
-    from runner_wrapper.cgroup.fallback import PsutilBackend
-
-    return PsutilBackend(enforce_memory=cfg.executor.psutil_enforce_memory)
+    return open_backend(name, StageSettings.from_config(cfg))
 
 
 def _select(cfg: WrapperConfig):
@@ -101,11 +53,22 @@ def _select(cfg: WrapperConfig):
         raise SystemFailure(str(exc)) from None
 
 
-def _load_job(env: DriverEnv):
-    from runner_wrapper.job import JobError, load_job
+def register_secrets(cfg: WrapperConfig, environ: Mapping[str, str]) -> None:
+    """Register the wrapper's own secrets with the log redactor: the signing key and the collector
+    and allocation tokens (the job token is registered when the job payload is read)."""
+    from runner_wrapper.logconfig import register_secret
+
+    register_secret(cfg.signing.resolve_key(environ))
+    for name in (cfg.sinks.collector_token_env, cfg.allocation.token_env):
+        if name:
+            register_secret(environ.get(name))
+
+
+def _load_job(env: DriverEnv, cfg: WrapperConfig | None = None):
+    from runner_wrapper.job import DEFAULT_RECORDED_VARIABLES, JobError, load_job
 
     try:
-        return load_job(env.job_response_file or "")
+        return load_job(env.job_response_file or "", cfg.record.variables if cfg else DEFAULT_RECORDED_VARIABLES)
     except JobError as exc:
         raise SystemFailure(str(exc)) from None
 
@@ -149,8 +112,11 @@ def cmd_config(cfg: WrapperConfig, environ: Mapping[str, str], out: Any = None) 
     if cfg.source:
         job_env.setdefault("RUNNER_WRAPPER_CONFIG", cfg.source)
     cached = config_to_json(cfg)
-    if cached:
+    if cached:  # None when the file holds a literal signing key: that never goes through the environment
+        from runner_wrapper.stagerun import SETTINGS_ENV, encode_settings
+
         job_env[CONFIG_JSON_ENV] = cached
+        job_env[SETTINGS_ENV] = encode_settings(StageSettings.from_config(cfg), cfg.source)
     doc = {
         "builds_dir": cfg.executor.builds_dir,
         "cache_dir": cfg.executor.cache_dir,
@@ -281,7 +247,7 @@ def _open_job(cfg: WrapperConfig, env: DriverEnv, environ: Mapping[str, str], jo
 def cmd_prepare(cfg: WrapperConfig, environ: Mapping[str, str]) -> int:
     env = DriverEnv.from_environ(environ)
     try:
-        job = _load_job(env)
+        job = _load_job(env, cfg)
         _open_job(cfg, env, environ, job, announce=True)
     except SystemFailure as exc:
         say(f"ERROR: {exc}")
@@ -294,169 +260,23 @@ def cmd_prepare(cfg: WrapperConfig, environ: Mapping[str, str]) -> int:
 
 def _child_env(cfg: WrapperConfig, environ: Mapping[str, str]) -> dict[str, str]:
     """The build's environment: the driver's, minus the wrapper's own secrets."""
-    secret = {cfg.signing.key_env, cfg.sinks.collector_token_env, cfg.allocation.token_env,
-              "RUNNER_WRAPPER_CONFIG_JSON"}
-    return {k: v for k, v in environ.items() if k not in secret}
+    from runner_wrapper.stagerun import child_env
 
-
-def run_in_group(argv: list[str], group: Any, env: Mapping[str, str], interval: float,
-                 on_signal: Any = None, cwd: str | None = None) -> tuple[Any, Any, Any, int, int | None]:
-    """Run ``argv`` inside ``group`` with the sampler and a cgroup-killing SIGTERM handler.
-
-    Returns ``(exit, counters, sampler_result, leftover_killed, signal_received)``.
-    Shared by ``executor run`` and ``measure``.
-    """
-    from runner_wrapper.process import spawn_in_cgroup, wait_child
-    from runner_wrapper.sampler import Sampler
-
-    received: list[int] = []
-
-    def handler(signum: int, _frame: Any) -> None:
-        received.append(signum)
-        try:
-            group.kill_all(timeout=8.0)
-        except Exception:  # the wait below still reaps the child
-            pass
-        if on_signal:
-            on_signal(signum)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    try:
-        pid = spawn_in_cgroup(argv, group.attach_files(), env, cwd=cwd)
-        if not group.attach_files():
-            group.add_pid(pid)
-        sampler = Sampler(group.sample, interval).start()
-        ex = wait_child(pid)
-        if hasattr(group, "note_rusage"):
-            group.note_rusage(ex.user_seconds, ex.system_seconds, ex.maxrss_bytes)
-        result = sampler.stop()
-        leftover = group.kill_all(timeout=8.0)
-        counters = group.read()
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-    return ex, counters, result, leftover, (received[0] if received else None)
-
-
-def _hb(n: int | None) -> str:
-    from runner_wrapper.quantity import human_bytes  # lazy: decimal is not free to import
-
-    return human_bytes(n)
-
-
-def _write_exit_code(env: DriverEnv, code: int) -> None:
-    if not env.exit_code_file:
-        raise SystemFailure("BUILD_EXIT_CODE_FILE is not set: cannot report the build's exit code to GitLab")
-    try:
-        with open(env.exit_code_file, "w") as fh:
-            fh.write(f"{code}\n")
-    except OSError as exc:
-        raise SystemFailure(f"cannot write BUILD_EXIT_CODE_FILE {env.exit_code_file}: {exc.strerror}") from None
-
-
-def _print_marker(cfg: WrapperConfig, environ: Mapping[str, str], state: JobState) -> dict[str, Any]:
-    from runner_wrapper.accounting import build_record, host_info
-    from runner_wrapper.sinks import marker_line
-
-    host = host_info(state.backend, state.approximate, cfg.executor.hostname, cfg.executor.runner_name)
-    rec = build_record(state, host, time.time(), utc_now()).to_dict()
-    key = cfg.signing.resolve_key(environ)
-    try:
-        line = marker_line(rec, key, cfg.signing.key_id)
-    except ValueError as exc:
-        say(f"WARNING: usage record not printed: {exc}")
-        return rec
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-    return rec
+    return child_env(StageSettings.from_config(cfg), environ)
 
 
 def cmd_run(cfg: WrapperConfig, environ: Mapping[str, str], script: str, stage: str) -> int:
-    """Run one stage script in its own cgroup; exit per §1.5."""
-    from runner_wrapper.accounting import is_main_stage
-    from runner_wrapper.cgroup.base import CgroupError
-    from runner_wrapper.process import SpawnError
-
+    """Run one stage script in its own cgroup; exit per §1.5 (the full path: any backend, with or
+    without ``prepare``; the lean path is :func:`runner_wrapper.stagerun.fast_main`)."""
     env = DriverEnv.from_environ(environ)
     try:
+        check_exit_code_file(env)  # before the script runs, not after
         job_id = _job_id(env)
         spath = state_path(cfg.executor.state_dir, env.tmpdir, job_id)
         state = load_state(spath)
         if state is None or state.job_id != job_id:  # prepare_exec not configured, or its state lost
-            state = _open_job(cfg, env, environ, _load_job(env), announce=False)
-        backend = backend_by_name(state.backend, cfg)
-        attempt = state.next_attempt(stage)
-        group = backend.group(stage_group_name(job_id, stage, attempt))
-        limits = state.limits
-        try:
-            if group.exists():  # left by a driver that was SIGKILLed before it could record the stage
-                group.kill_all()
-                group.remove()
-            group.create()
-            group.apply_limits(limits.get("memory_limit_bytes"), limits.get("cpu_limit_cores"))
-        except CgroupError as exc:
-            raise SystemFailure(f"cannot create the cgroup for stage {stage}: {exc}") from None
-        state.driver = {"pid": os.getpid(), "start": process_start_ticks(os.getpid()) or 0}
-        save_state(spath, state)
-
-        started = time.monotonic()
-        try:
-            ex, counters, sampled, leftover, got_signal = run_in_group(
-                list(cfg.executor.shell) + [script], group, _child_env(cfg, environ), cfg.sampler_interval)
-        except SpawnError as exc:
-            try:
-                group.remove()
-            except CgroupError:
-                pass
-            raise SystemFailure(f"cannot start the stage script in its cgroup: {exc}") from None
-        wall = time.monotonic() - started
-        try:
-            group.remove()
-        except CgroupError as exc:
-            _log().warning("stage cgroup not removed; cleanup will retry", error=str(exc))
-
-        oom = counters.oom_kills
-        # An OOM kill fails the stage with 137 (§1.5 OOM recipe) unless the script still succeeded
-        # (a build tool that retried a killed compiler): then the job keeps its success, with a warning.
-        code = 137 if oom and ex.shell_code != 0 else ex.shell_code
-        peak = counters.memory_peak_bytes if counters.memory_peak_bytes is not None else sampled.memory_max_bytes
-        state.stages.append(StageFigures(
-            name=stage, attempt=attempt, wall_seconds=wall, exit_code=code, oom_kills=oom,
-            memory_peak_bytes=peak, memory_mean_bytes=sampled.memory_mean_bytes,
-            cpu_user_seconds=counters.cpu_user_seconds if counters.cpu_user_seconds is not None else ex.user_seconds,
-            cpu_system_seconds=(counters.cpu_system_seconds if counters.cpu_system_seconds is not None
-                                else ex.system_seconds),
-            cpu_max_cores=round(sampled.cpu_max_cores, 3) if sampled.cpu_max_cores is not None else None,
-            memory_failcnt=counters.memory_failcnt, memory_pressure_usec=counters.memory_pressure_usec,
-            cpu_pressure_usec=counters.cpu_pressure_usec, leftover_killed=leftover,
-        ))
-        state.driver = None
-        save_state(spath, state)
-
-        if got_signal is not None:
-            say(f"received {signal.Signals(got_signal).name}: killed every process in the stage's cgroup")
-        elif leftover:
-            say(f"stage {stage} left {leftover} process(es) running; they were killed")
-        if oom:
-            lim = limits.get("memory_limit_bytes")
-            approx = " (approximate: psutil sampling)" if counters.approximate else ""
-            what = f"{oom} process{'es' if oom != 1 else ''} killed"
-            if code == 137:
-                say(f"OOM: the build was killed at its memory limit of {_hb(lim) if lim else 'the host memory'}"
-                    f" (peak {_hb(peak)}, {what}){approx}")
-            else:
-                say(f"WARNING: OOM: {what} at the memory limit of {_hb(lim) if lim else 'the host memory'}"
-                    f" (peak {_hb(peak)}), but the stage script still succeeded{approx}")
-        if is_main_stage(stage) or code != 0:
-            cpu = state.stages[-1].cpu_seconds
-            say(f"{stage}: peak memory {_hb(peak)}, CPU {cpu or 0:.1f} s"
-                + (f" (max {sampled.cpu_max_cores:.1f} cores)" if sampled.cpu_max_cores is not None else "")
-                + f", wall {wall:.1f} s" + (" [approximate]" if counters.approximate else ""))
-            _print_marker(cfg, environ, state)
-        if code == 0:
-            return 0
-        _write_exit_code(env, code)
-        return env.build_failure
+            state = _open_job(cfg, env, environ, _load_job(env, cfg), announce=False)
+        return run_stage(StageSettings.from_config(cfg), environ, env, script, stage, job_id, spath, state)
     except SystemFailure as exc:
         say(f"ERROR: {exc}")
         return env.system_failure
@@ -474,7 +294,7 @@ def cmd_cleanup(cfg: WrapperConfig, environ: Mapping[str, str]) -> int:
     log = _log()
     env = DriverEnv.from_environ(environ)
     try:
-        job = _load_job(env)
+        job = _load_job(env, cfg)
     except SystemFailure as exc:
         log.error("cleanup: no job", error=str(exc))
         return env.system_failure
@@ -501,12 +321,16 @@ def cmd_cleanup(cfg: WrapperConfig, environ: Mapping[str, str]) -> int:
     host = host_info(state.backend, state.approximate, cfg.executor.hostname, cfg.executor.runner_name)
     record = build_record(state, host, time.time(), utc_now(), job_counters=counters).to_dict()
     data = signed_dict(record, cfg.signing.resolve_key(environ), cfg.signing.key_id)
+    spooled = False
+    collector_error = ""
     if cfg.sinks.spool:
         try:
             append_spool(cfg.sinks.spool, data)
+            spooled = True
         except OSError as exc:
             log.error("usage record not spooled", path=cfg.sinks.spool, error=exc.strerror)
             rc = env.system_failure
+    delivered = False
     if cfg.sinks.collector_url:
         from runner_wrapper.sinks import CollectorError, post_collector
 
@@ -514,8 +338,20 @@ def cmd_cleanup(cfg: WrapperConfig, environ: Mapping[str, str]) -> int:
         try:
             post_collector(cfg.sinks.collector_url, data, token, cfg.sinks.collector_timeout,
                            cfg.sinks.collector_attempts)
+            delivered = True
         except CollectorError as exc:
-            log.warning("usage record kept in the spool only", error=str(exc), spool=cfg.sinks.spool)
+            if spooled:
+                log.warning("usage record kept in the spool only", error=str(exc), spool=cfg.sinks.spool)
+            else:
+                collector_error = str(exc)
+    if not spooled and not delivered and (cfg.sinks.spool or cfg.sinks.collector_url):
+        # Say exactly where the record is: neither durable sink has it; only the marker that the
+        # main stage printed in the job log does (without what ran after it).
+        log.error("usage record in the job-log marker only",
+                  spool=(f"{cfg.sinks.spool}: write failed" if cfg.sinks.spool else "not configured"),
+                  collector=(f"{cfg.sinks.collector_url}: {collector_error}" if cfg.sinks.collector_url
+                             else "not configured"),
+                  job_id=job.id)
     if cfg.sinks.textfile:
         try:
             from runner_wrapper.sinks import write_textfile

@@ -10,16 +10,24 @@ can be overridden by a job variable.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from fnmatch import fnmatchcase
+from typing import Any, Iterable, Mapping
 
+from runner_wrapper.config import DEFAULT_RECORDED_VARIABLES
 from runner_wrapper.record import JobIdentity
 
-__all__ = ["JobError", "Job", "load_job", "job_from_payload", "RECORDED_VARIABLE_RE"]
+__all__ = ["JobError", "Job", "load_job", "job_from_payload", "recorded_variables", "DEFAULT_RECORDED_VARIABLES"]
 
-#: Job variables copied into the usage record (resource requests and Spack spec keys, never secrets).
-RECORDED_VARIABLE_RE = re.compile(r"^(KUBERNETES_(CPU|MEMORY)_(REQUEST|LIMIT)|SPACK_JOB_SPEC_[A-Z_]+|CI_JOB_SIZE)$")
+
+def recorded_variables(variables: Mapping[str, str], masked: Iterable[str],
+                       patterns: Iterable[str] = DEFAULT_RECORDED_VARIABLES) -> dict[str, str]:
+    """The job variables copied into the usage record: names matching one of ``patterns``
+    (``[record] variables`` in wrapper.toml; ``*`` wildcards, case-sensitive), never a masked one."""
+    pats = tuple(patterns)
+    hidden = set(masked)
+    return {k: v for k, v in variables.items()
+            if k not in hidden and any(fnmatchcase(k, p) for p in pats)}
 
 
 class JobError(ValueError):
@@ -42,8 +50,12 @@ class Job:
         return self.identity.id
 
 
-def load_job(path: str) -> Job:
-    """Parse ``JOB_RESPONSE_FILE``; raises :class:`JobError` with a clear message."""
+def load_job(path: str, recorded: Iterable[str] = DEFAULT_RECORDED_VARIABLES) -> Job:
+    """Parse ``JOB_RESPONSE_FILE``; raises :class:`JobError` with a clear message.
+
+    ``recorded``: patterns of the variables copied into the record (see :func:`recorded_variables`).
+    The job token and masked variable values are registered with the log redactor.
+    """
     if not path:
         raise JobError("JOB_RESPONSE_FILE is not set: is this running under GitLab Runner's custom executor?")
     try:
@@ -55,13 +67,22 @@ def load_job(path: str) -> Job:
         raise JobError(f"JOB_RESPONSE_FILE {path}: cannot read: {exc.strerror}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise JobError(f"JOB_RESPONSE_FILE {path}: not JSON: {exc}") from None
-    return job_from_payload(payload)
+    return job_from_payload(payload, recorded)
 
 
-def job_from_payload(payload: Any) -> Job:
-    """Build a :class:`Job` from the runner's job payload (``common/spec/spec.go`` ``Job``)."""
+def job_from_payload(payload: Any, recorded: Iterable[str] = DEFAULT_RECORDED_VARIABLES) -> Job:
+    """Build a :class:`Job` from the runner's job payload (``common/spec/spec.go`` ``Job``).
+
+    Registers the job token (``token``) and every masked variable's value with
+    :func:`runner_wrapper.logconfig.register_secret`, so no log line can carry them.
+    """
     if not isinstance(payload, Mapping):
         raise JobError("job payload is not a JSON object")
+    from runner_wrapper.logconfig import register_secret
+
+    token = payload.get("token")
+    if isinstance(token, str):
+        register_secret(token)
     job_id = payload.get("id")
     if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id <= 0:
         raise JobError(f"job payload: 'id' must be a positive integer, got {job_id!r}")
@@ -83,6 +104,7 @@ def job_from_payload(payload: Any) -> Job:
         variables[item["key"]] = "" if value is None else str(value)
         if item.get("masked"):
             masked.add(item["key"])
+            register_secret(variables[item["key"]])
 
     def _int(v: Any) -> int | None:
         return v if isinstance(v, int) and not isinstance(v, bool) else None
@@ -101,7 +123,7 @@ def job_from_payload(payload: Any) -> Job:
         ref=git.get("ref") if isinstance(git.get("ref"), str) else None,
         protected=protected,
         url=payload.get("job_url") if isinstance(payload.get("job_url"), str) else None,
-        variables={k: v for k, v in variables.items() if RECORDED_VARIABLE_RE.match(k) and k not in masked},
+        variables=recorded_variables(variables, masked, recorded),
     )
     timeout = _int(runner_info.get("timeout")) if isinstance(runner_info, Mapping) else None
     return Job(identity=identity, variables=variables, masked=frozenset(masked), timeout=timeout)

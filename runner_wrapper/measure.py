@@ -71,6 +71,11 @@ def measure_command(cfg: WrapperConfig, argv: Sequence[str], memory_limit: int |
     )
 
 
+
+def _or_unknown(text: str | None) -> str:
+    """Sampled figures of a run shorter than two sampling intervals are unknown, never 0."""
+    return text if text is not None else "unknown (run too short to sample)"
+
 def format_summary(m: Measurement) -> str:
     from runner_wrapper.quantity import human_bytes
 
@@ -81,9 +86,10 @@ def format_summary(m: Measurement) -> str:
         f"wall: {m.wall_seconds:.2f} s",
         f"memory peak: {human_bytes(m.memory_peak_bytes)}"
         + (f" of limit {human_bytes(m.memory_limit_bytes)}" if m.memory_limit_bytes else "")
-        + f"; mean {human_bytes(m.memory_mean_bytes)}",
+        + f"; mean {_or_unknown(human_bytes(m.memory_mean_bytes) if m.memory_mean_bytes is not None else None)}",
         f"cpu: user {m.cpu_user_seconds or 0:.2f} s, system {m.cpu_system_seconds or 0:.2f} s; "
-        f"mean {m.cpu_mean_cores or 0:.2f} cores, max {m.cpu_max_cores or 0:.2f} cores",
+        f"mean {_or_unknown(f'{m.cpu_mean_cores:.2f} cores' if m.cpu_mean_cores is not None else None)}, "
+        f"max {_or_unknown(f'{m.cpu_max_cores:.2f} cores' if m.cpu_max_cores is not None else None)}",
         f"backend: {m.backend}" + (" (approximate)" if m.approximate else ""),
     ]
     return "\n".join("runner-wrapper measure: " + ln for ln in lines)

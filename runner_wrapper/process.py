@@ -1,6 +1,7 @@
 """Start a command already inside a cgroup, and wait for it.
 
-The child is forked, writes its own pid to the group's ``cgroup.procs`` files,
+The child is forked, writes its own pid to the group's ``cgroup.procs`` files
+(``0`` to the ``tasks`` files on cgroup v1, see :meth:`V1Group.attach_files`),
 and only then ``exec``-s the command, so not one instruction of the build runs
 outside the cgroup.  Its stdin/stdout/stderr are inherited: the build's output
 reaches the job log unchanged, without passing through Python.  An error in the
@@ -10,9 +11,14 @@ back through a close-on-exec pipe, as :mod:`subprocess` does.
 
 from __future__ import annotations
 
+import _signal  # the C half of `signal`, which would import enum (start-up time on every stage)
 import os
-import signal
-from typing import Mapping, NamedTuple, Sequence
+
+from runner_wrapper.lean import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing and signal (which imports enum) stay out of the per-stage start-up path
+    from typing import Mapping, Sequence
 
 __all__ = ["SpawnError", "Exit", "spawn_in_cgroup", "wait_child"]
 
@@ -21,9 +27,12 @@ class SpawnError(RuntimeError):
     """The command could not be started inside the cgroup."""
 
 
-class Exit(NamedTuple):
+class Exit(Record):
     """How the child ended, with its resource usage (``wait4``)."""
 
+    __slots__ = ("code", "signal", "user_seconds", "system_seconds", "maxrss_bytes")
+    _fields = __slots__
+    _field_defaults: dict[str, object] = {}
     code: int | None
     signal: int | None
     user_seconds: float
@@ -46,13 +55,14 @@ def spawn_in_cgroup(argv: Sequence[str], attach_files: Sequence[str], env: Mappi
     if pid == 0:  # child: only async-signal-safe-ish work, then exec
         try:
             os.close(r)
-            for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                signal.signal(sig, signal.SIG_DFL)
+            for sig in (_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
+                _signal.signal(sig, _signal.SIG_DFL)
             me = str(os.getpid()).encode()
             for path in attach_files:
                 fd = os.open(path, os.O_WRONLY)
                 try:
-                    os.write(fd, me)
+                    # v1 ``tasks``: "0" = this (only) thread, the attach without the global lock.
+                    os.write(fd, b"0" if path.endswith("/tasks") else me)
                 finally:
                     os.close(fd)
             if cwd:

@@ -5,6 +5,12 @@ truth; sampling only adds what the kernel does not keep: time-weighted means and
 the busiest interval's core count.  One sample reads two small files, so even at
 the default 0.5 s interval the cost is far below 1 % of a core.
 
+Only samples taken while the measured process is alive count: a reading after it
+exited (memory back to ~0, no CPU) would drag the means down, so the sampler asks
+``alive()`` after each reading and drops the reading when the process is gone.  A
+mean needs at least two in-run readings; with fewer (a run shorter than one
+interval) the means are ``None`` -- unknown, never a misleading figure.
+
 The clock is injectable (``clock``) so the arithmetic is testable without sleeping.
 """
 
@@ -12,14 +18,24 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, NamedTuple
 
-from runner_wrapper.cgroup.base import Sample
+from runner_wrapper.lean import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing stays out of the per-stage start-up path
+    from typing import Callable
+
+    from runner_wrapper.cgroup.base import Sample
 
 __all__ = ["Sampler", "SamplerResult", "Accumulator"]
 
 
-class SamplerResult(NamedTuple):
+class SamplerResult(Record):
+    """What sampling adds to the kernel's counters (``None`` = unknown: too few in-run samples)."""
+
+    __slots__ = ("samples", "memory_mean_bytes", "memory_max_bytes", "cpu_mean_cores", "cpu_max_cores")
+    _fields = __slots__
+    _field_defaults: dict[str, object] = {}
     samples: int
     memory_mean_bytes: int | None
     memory_max_bytes: int | None
@@ -63,7 +79,8 @@ class Accumulator:
             self._last_cpu = s.cpu_seconds
 
     def result(self) -> SamplerResult:
-        mean_mem = int(self._mem_area / self._mem_time) if self._mem_time > 0 else self._last_mem
+        # Two readings at least (one interval): a single reading is no mean.
+        mean_mem = int(self._mem_area / self._mem_time) if self._mem_time > 0 else None
         mean_cores = None
         if self._t0 is not None and self._last_t is not None and self._last_t > self._t0 \
                 and self._first_cpu is not None and self._last_cpu is not None:
@@ -73,11 +90,17 @@ class Accumulator:
 
 
 class Sampler:
-    """Calls ``read()`` every ``interval`` seconds on a daemon thread until :meth:`stop`."""
+    """Calls ``read()`` every ``interval`` seconds on a daemon thread until :meth:`stop`.
+
+    ``alive()``, when given, is asked after each reading: a reading finished after
+    the measured process exited is dropped (``dropped`` counts them).
+    """
 
     def __init__(self, read: Callable[[], Sample], interval: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, alive: Callable[[], bool] | None = None) -> None:
         self._read = read
+        self._alive = alive
+        self.dropped = 0
         self.interval = interval
         self._clock = clock
         self._stop = threading.Event()
@@ -91,22 +114,26 @@ class Sampler:
         except Exception:  # a vanished file between stages must not kill the thread
             self.errors += 1
             return
-        self.acc.add(self._clock(), s)
+        t = self._clock()
+        if self._alive is not None and not self._alive():
+            self.dropped += 1  # the process had exited: this reading is not of the run
+            return
+        self.acc.add(t, s)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             self._take()
 
     def start(self) -> "Sampler":
+        """Take a first reading at once (the start of the run), then one per interval."""
         self._take()
         self._thread = threading.Thread(target=self._loop, name="rightsizer-sampler", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> SamplerResult:
-        """Stop the thread, take a last sample, and return the figures."""
+        """Stop the thread and return the figures (no reading here: the run is over)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
-        self._take()
         return self.acc.result()

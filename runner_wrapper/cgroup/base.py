@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import time
-from typing import Iterable, NamedTuple
+
+from runner_wrapper.lean import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # no runtime import of typing: this module is on every stage's start-up path
+    from typing import Callable, Iterable
+
+_SIGKILL = 9
 
 __all__ = ["CgroupError", "Counters", "Sample", "Group", "Backend", "read_text", "read_int", "write_text",
            "parse_flat_keyed", "kill_pids_until_empty"]
@@ -16,20 +22,28 @@ class CgroupError(RuntimeError):
     """The cgroup filesystem refused an operation; the message names the file and the errno text."""
 
 
-class Counters(NamedTuple):
-    """What the kernel (or the fallback) says about one group, read before it is removed."""
+class Counters(Record):
+    """What the kernel (or the fallback) says about one group, read before it is removed.
 
-    #: High-water mark (``memory.peak`` / ``memory.max_usage_in_bytes``); ``None`` if unknown.
-    memory_peak_bytes: int | None = None
-    memory_current_bytes: int | None = None
-    oom_kills: int = 0
-    cpu_user_seconds: float | None = None
-    cpu_system_seconds: float | None = None
-    memory_failcnt: int | None = None
-    memory_pressure_usec: int | None = None
-    cpu_pressure_usec: int | None = None
-    #: True when figures come from sampling rather than kernel counters.
-    approximate: bool = False
+    ``memory_peak_bytes``: high-water mark (``memory.peak`` / ``memory.max_usage_in_bytes``),
+    ``None`` if unknown; ``approximate``: figures come from sampling rather than kernel counters.
+    """
+
+    __slots__ = ("memory_peak_bytes", "memory_current_bytes", "oom_kills", "cpu_user_seconds",
+                 "cpu_system_seconds", "memory_failcnt", "memory_pressure_usec", "cpu_pressure_usec", "approximate")
+    _fields = __slots__
+    _field_defaults = {"memory_peak_bytes": None, "memory_current_bytes": None, "oom_kills": 0,
+                       "cpu_user_seconds": None, "cpu_system_seconds": None, "memory_failcnt": None,
+                       "memory_pressure_usec": None, "cpu_pressure_usec": None, "approximate": False}
+    memory_peak_bytes: int | None
+    memory_current_bytes: int | None
+    oom_kills: int
+    cpu_user_seconds: float | None
+    cpu_system_seconds: float | None
+    memory_failcnt: int | None
+    memory_pressure_usec: int | None
+    cpu_pressure_usec: int | None
+    approximate: bool
 
     @property
     def cpu_seconds(self) -> float | None:
@@ -38,9 +52,12 @@ class Counters(NamedTuple):
         return (self.cpu_user_seconds or 0.0) + (self.cpu_system_seconds or 0.0)
 
 
-class Sample(NamedTuple):
+class Sample(Record):
     """One cheap reading for the sampler: current memory and cumulative CPU seconds."""
 
+    __slots__ = ("memory_bytes", "cpu_seconds")
+    _fields = __slots__
+    _field_defaults: dict[str, object] = {}
     memory_bytes: int | None
     cpu_seconds: float | None
 
@@ -161,7 +178,7 @@ def parse_pids(text: str) -> set[int]:
     return {int(x) for x in text.split() if x.isdigit()}
 
 
-def kill_pids_until_empty(list_pids: "callable[[], set[int]]", timeout: float) -> int:  # type: ignore[valid-type]
+def kill_pids_until_empty(list_pids: "Callable[[], set[int]]", timeout: float) -> int:
     """SIGKILL every listed pid, again and again, until the list is empty or ``timeout`` passes.
 
     Repeating matters: a process may fork between our read of the pid list and
@@ -177,7 +194,7 @@ def kill_pids_until_empty(list_pids: "callable[[], set[int]]", timeout: float) -
             return len(signalled)
         for pid in pids:
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, _SIGKILL)
                 signalled.add(pid)
             except ProcessLookupError:
                 pass
@@ -190,7 +207,7 @@ def kill_pids_until_empty(list_pids: "callable[[], set[int]]", timeout: float) -
         delay = min(delay * 2, 0.1)
 
 
-def rmdir_tree(path: str, rmdir: "callable[[str], None]" = os.rmdir) -> None:  # type: ignore[valid-type]
+def rmdir_tree(path: str, rmdir: "Callable[[str], None]" = os.rmdir) -> None:
     """Remove a cgroup directory and its child cgroups, deepest first (cgroupfs has no rmtree)."""
     if not os.path.isdir(path):
         return

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing stays out of the per-stage start-up path
+    from typing import Callable
 
 from runner_wrapper.cgroup.base import (
     Backend, CgroupError, Counters, Group, Sample, kill_pids_until_empty, parse_flat_keyed, parse_pids,

@@ -163,13 +163,13 @@ def test_stale_job_cgroups_are_reaped_by_config(tmp_path, cg_parent):
     state_dir.mkdir()
     old = time.time() - 7200
     # A crashed job: its driver (pid 999999 with another start time) is gone and it has been idle for 2 h.
-    (state_dir / "job-900.json").write_text(
-        JobState(900, "cgroup-v1", "x", old, driver={"pid": 999999, "start": 1}, updated_epoch=old).to_json())
+    (state_dir / "job-900.state").write_bytes(
+        JobState(900, "cgroup-v1", "x", old, driver={"pid": 999999, "start": 1}, updated_epoch=old).to_bytes())
     os.utime(crashed.dirs["memory"], (old, old))
     # A long-running stage: idle-looking, but its driver (this test process) is alive.
-    (state_dir / "job-901.json").write_text(JobState(
+    (state_dir / "job-901.state").write_bytes(JobState(
         901, "cgroup-v1", "x", old, driver={"pid": os.getpid(), "start": process_start_ticks(os.getpid())},
-        updated_epoch=old).to_json())
+        updated_epoch=old).to_bytes())
     os.utime(live.dirs["memory"], (old, old))
     jd = job_dir(tmp_path, tmp_path / "wrapper.toml", make_payload(503))
     p = jd.call("config")
@@ -177,3 +177,21 @@ def test_stale_job_cgroups_are_reaped_by_config(tmp_path, cg_parent):
     assert sleeper.wait(timeout=5) == -signal.SIGKILL
     assert not crashed.exists() and live.exists()  # a live driver protects its job
     assert b"reaped stale job cgroup" in p.stderr
+
+
+def test_sampled_mean_of_a_short_run_is_unknown_and_of_a_long_run_is_right(cg_parent):
+    """100 MiB held for 0.3 s at a 0.5 s interval: one in-run reading, so no mean (it used to say
+    544 KiB, the average of the start-up reading and one taken after exit).  Held for 1.5 s at 0.1 s:
+    the mean is close to 100 MiB.  The kernel's peak is right in both cases."""
+    g = _group(cg_parent, "short")
+    ex, counters, sampled, _l, _s = run_in_group([sys.executable, "-c", ALLOC, "100", "0.3", "0"], g,
+                                                 dict(os.environ), 0.5)
+    assert ex.code == 0 and counters.memory_peak_bytes >= 100 * MiB
+    assert sampled.memory_mean_bytes is None or sampled.memory_mean_bytes >= 20 * MiB, sampled
+    g.remove()
+    g = _group(cg_parent, "long")
+    ex, counters, sampled, _l, _s = run_in_group([sys.executable, "-c", ALLOC, "100", "1.5", "0"], g,
+                                                 dict(os.environ), 0.1)
+    assert ex.code == 0 and sampled.samples >= 5
+    assert 70 * MiB <= sampled.memory_mean_bytes <= counters.memory_peak_bytes, sampled
+    g.remove()

@@ -56,11 +56,12 @@ def test_doctor_reports_backend_and_missing_key(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "RIGHTSIZER_SIGNING_KEY"}
     p = rw("--config", str(cfg), "doctor", env=env)
     out = p.stdout.decode()
-    assert p.returncode == 0, out
+    assert p.returncode == 1, out  # a PROBLEM line means a non-zero exit
     assert "cgroup version:" in out and "memory peak from:" in out
     assert "PROBLEM: no signing key configured" in out
-    d = json.loads(rw("--config", str(cfg), "doctor", "--json", env={**env, "RIGHTSIZER_SIGNING_KEY": "k" * 16})
-                   .stdout)
+    ok = rw("--config", str(cfg), "doctor", "--json", env={**env, "RIGHTSIZER_SIGNING_KEY": "k" * 16})
+    assert ok.returncode == 0, ok.stdout
+    d = json.loads(ok.stdout)
     assert d["backend"]["backend"] in ("cgroup-v2", "cgroup-v1", "psutil") and d["problems"] == []
     if not v1_usable():
         assert d["backend"]["backend"] == "cgroup-v1" and "memory.max_usage_in_bytes" in d["backend"]["memory_peak_file"]
@@ -77,3 +78,31 @@ def test_executor_misuse_is_a_system_failure(tmp_path):
     cfg = write_config(tmp_path, "x", backend="psutil")
     p = rw("--config", str(cfg), "executor", "prepare", env=env)
     assert p.returncode == 9 and b"JOB_RESPONSE_FILE is not set" in p.stdout
+
+
+def test_doctor_reports_every_problem_of_a_bad_config(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[nope]\n[caps]\nmemory = "lots"\n[sinks]\ncolector_url = "x"\n')
+    p = rw("--config", str(bad), "doctor")
+    out = p.stdout.decode()
+    assert p.returncode == 1, out
+    problems = [ln for ln in out.splitlines() if ln.startswith("PROBLEM: ")]
+    assert len(problems) == 3, out
+    assert "unknown table [nope]" in problems[0]
+    assert any("[caps] memory" in ln and "lots" in ln for ln in problems)
+    assert any("[sinks] unknown key(s): colector_url" in ln for ln in problems)
+
+
+def test_measure_of_a_short_command_reports_unknown_sampled_figures_not_zero(tmp_path):
+    cfg = write_config(tmp_path, f"rightsizer-test-{os.getpid()}-short",
+                       backend="psutil" if v1_usable() else "auto")
+    cfg.write_text(cfg.read_text().replace("interval = 0.05", "interval = 2"))  # one sample at most
+    p = rw("--config", str(cfg), "measure", "--", "sh", "-c", "exit 7")
+    err = p.stderr.decode()
+    assert p.returncode == 7, err
+    assert "max 0.00 cores" not in err and "max unknown (run too short to sample)" in err
+    assert "mean unknown (run too short to sample)" in err  # memory mean of a run shorter than a sample
+    for ctrl in ("memory", "cpu", "cpuacct"):
+        d = f"/sys/fs/cgroup/{ctrl}/rightsizer-test-{os.getpid()}-short"
+        if os.path.isdir(d):
+            os.rmdir(d)

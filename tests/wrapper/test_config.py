@@ -66,3 +66,28 @@ def test_json_handover_roundtrips_and_never_carries_a_literal_key():
     assert config_to_json(config_from_mapping({"signing": {"key": "literal"}})) is None
     with pytest.raises(ConfigError, match="not a configuration this wrapper wrote"):
         config_from_json('{"cgroup": {}}')
+
+
+def test_every_problem_is_reported_not_only_the_first():
+    with pytest.raises(ConfigError) as info:
+        config_from_mapping({"nope": {}, "caps": {"memory": "lots"}, "sampler": {"interval": "fast"},
+                             "executor": {"shell": [], "typo": 1}}, source="/etc/w.toml")
+    problems = info.value.problems
+    assert len(problems) == 5, problems
+    assert problems[0].startswith("/etc/w.toml: unknown table [nope]")
+    assert any("[caps] memory" in p and "lots" in p for p in problems)
+    assert any("[sampler] interval = 'fast': expected a number" in p for p in problems)
+    assert any("[executor] shell" in p for p in problems) and any("unknown key(s): typo" in p for p in problems)
+    assert str(info.value) == "\n".join(problems)
+
+
+def test_recorded_variables_are_configurable_and_roundtrip():
+    d = config_from_mapping({})
+    assert d.record.variables == ("KUBERNETES_CPU_REQUEST", "KUBERNETES_CPU_LIMIT", "KUBERNETES_MEMORY_REQUEST",
+                                  "KUBERNETES_MEMORY_LIMIT", "SPACK_JOB_SPEC_*", "SPACK_CI_STACK_NAME", "CI_JOB_SIZE")
+    cfg = config_from_mapping({"record": {"variables": ["CI_JOB_SIZE", "MY_*"]}}, source="/x.toml")
+    assert cfg.record.variables == ("CI_JOB_SIZE", "MY_*")
+    assert config_from_json(config_to_json(cfg)) == cfg
+    with pytest.raises(ConfigError, match=r"\[record\] variables: expected a list"):
+        config_from_mapping({"record": {"variables": "CI_JOB_SIZE"}})
+    assert load_config(str(SHIPPED)).record == d.record  # the shipped file documents the default

@@ -49,3 +49,14 @@ def test_missing_or_broken_file(tmp_path):
     (tmp_path / "b.json").write_text("{")
     with pytest.raises(JobError, match="not JSON"):
         load_job(str(tmp_path / "b.json"))
+
+
+def test_recorded_variables_follow_the_configured_patterns_and_never_masked_ones():
+    p = make_payload(5, variables={"KUBERNETES_CPU_LIMIT": "2", "SPACK_CI_STACK_NAME": "e4s", "CI_JOB_SIZE": "large",
+                                   "SPACK_JOB_SPEC_PKG_NAME": "zlib", "MY_SIZE": "9", "OTHER": "x"})
+    p["variables"].append({"key": "MY_SECRET_SIZE", "value": "hidden-1234", "masked": True})
+    default = job_from_payload(p).identity.variables
+    assert default == {"KUBERNETES_CPU_LIMIT": "2", "SPACK_CI_STACK_NAME": "e4s", "CI_JOB_SIZE": "large",
+                       "SPACK_JOB_SPEC_PKG_NAME": "zlib"}
+    custom = job_from_payload(p, ("MY_*", "CI_JOB_SIZE")).identity.variables
+    assert custom == {"MY_SIZE": "9", "CI_JOB_SIZE": "large"}  # MY_SECRET_SIZE is masked: never recorded

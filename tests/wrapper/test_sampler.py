@@ -41,3 +41,37 @@ def test_thread_samples_and_survives_read_errors():
     time.sleep(0.1)
     r = s.stop()
     assert s.errors == 1 and r.samples >= 3 and r.memory_max_bytes == len(calls)
+
+
+def test_a_single_reading_is_no_mean():
+    acc = Accumulator()
+    acc.add(0.0, Sample(100 * 2**20, 1.0))
+    r = acc.result()
+    assert r.samples == 1 and r.memory_max_bytes == 100 * 2**20
+    assert r.memory_mean_bytes is None and r.cpu_mean_cores is None and r.cpu_max_cores is None
+
+
+def test_readings_after_the_process_exited_are_dropped():
+    """A reading finished after the measured process exited (memory ~0) must not count."""
+    alive = [True]
+    values = iter([100, 100, 0, 0, 0, 0, 0, 0, 0, 0])
+
+    def read():
+        v = next(values, 0)
+        if v == 0:
+            alive[0] = False  # the process has exited by the time memory reads 0
+        return Sample(v, 0.0)
+
+    clock = iter(float(i) for i in range(100))
+    s = Sampler(read, 0.005, clock=lambda: next(clock), alive=lambda: alive[0]).start()
+    time.sleep(0.1)
+    r = s.stop()
+    assert s.dropped >= 1 and r.samples == 2
+    assert r.memory_mean_bytes == 100 and r.memory_max_bytes == 100
+
+
+def test_stop_takes_no_reading_after_the_run():
+    calls = []
+    s = Sampler(lambda: calls.append(1) or Sample(5, 0.0), 10.0).start()
+    r = s.stop()
+    assert len(calls) == 1 and r.samples == 1 and r.memory_mean_bytes is None
