@@ -17,7 +17,8 @@ Workloads (each trace is exactly 256 KiB, the tail the bot reads):
   that never form a match (adversarial for the literal pre-filter).
 
 Throughput is CPU-bound and single-threaded; ``--processes N`` also runs N worker processes (the
-bot can classify jobs in parallel).  The machine is shared, so numbers vary run to run.
+bot can classify jobs in parallel).  The machine is shared, so numbers vary run to run: the load
+average is printed before and after, and the best 0.25 s round is the closest to an idle machine.
 """
 
 from __future__ import annotations
@@ -89,17 +90,26 @@ def workloads(rng: random.Random) -> dict[str, list[tuple[JobFacts, bytes]]]:
     }
 
 
-def rate(items, taxonomy, seconds: float) -> tuple[float, int]:
+def rate(items, taxonomy, seconds: float) -> tuple[float, int, float]:
+    """Jobs/s over ``seconds`` (wall), per CPU-second, and in the best of ~0.25 s rounds
+    (the machine is shared: the best round is the closest to an idle machine)."""
     n = 0
+    best = 0.0
     t0 = time.perf_counter()
     c0 = time.process_time()
     while time.perf_counter() - t0 < seconds:
-        for facts, trace in items:
-            classify(facts, trace, taxonomy)
-            n += 1
+        r0, rn = time.perf_counter(), 0
+        while True:
+            for facts, trace in items:
+                classify(facts, trace, taxonomy)
+                rn += 1
+            if time.perf_counter() - r0 >= 0.25:
+                break
+        best = max(best, rn / (time.perf_counter() - r0))
+        n += rn
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0
-    return n / wall, int(n / cpu) if cpu else 0
+    return n / wall, int(n / cpu) if cpu else 0, best
 
 
 def _worker(args):
@@ -146,9 +156,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         bench_cli(Path(tmp))
     for name, items in wl.items():
-        r, cpu_rate = rate(items, tax, args.seconds)
+        r, cpu_rate, best = rate(items, tax, args.seconds)
         print(f"{name:>13}: {r:8.0f} jobs/s wall, {cpu_rate:8d} jobs/s per CPU-second "
-              f"({1000 / r:.2f} ms/job)")
+              f"({1000 / r:.2f} ms/job), best 0.25 s round {best:6.0f} jobs/s")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
     if args.processes > 1:
         t0 = time.perf_counter()
         with mp.Pool(args.processes) as pool:

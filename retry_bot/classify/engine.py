@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from retry_bot.classify.taxonomy import Rule, Taxonomy
-from retry_bot.classify.trace import DEFAULT_TAIL_BYTES, TraceText
+from retry_bot.classify.taxonomy import Pattern, Rule, Taxonomy
+from retry_bot.classify.trace import DEFAULT_TAIL_BYTES, NeedleIndex, TraceText
 from retry_bot.model import Classification, JobFacts
 from runner_wrapper.quantity import human_bytes
 from runner_wrapper.record import UsageRecord
@@ -28,7 +28,7 @@ _EXIT_NEEDLES = (b"exit code", b"exit status")
 #: The runner prints the exit code in the last lines; look no further back than this.
 _EXIT_SCAN_BYTES = 64 * 1024
 #: Windows (from the end) searched in turn by ``resolve = "last"`` stages.
-_FIRST_WINDOW = 8 * 1024
+_FIRST_WINDOW = 32 * 1024
 _WINDOW_GROWTH = 4
 _OVERLAP = 512
 
@@ -95,11 +95,56 @@ def _record_evidence(rec: UsageRecord) -> str:
     return "verified usage record: " + ", ".join(parts)
 
 
+class _StagePlan:
+    """A stage's text rules compiled for searching: one :class:`NeedleIndex` over all their
+    needles, and for each needle the rules that use it (cached in ``Taxonomy.compiled``)."""
+
+    __slots__ = ("index", "rules", "by_needle")
+
+    def __init__(self, rules: tuple[Rule, ...]):
+        self.rules = tuple(r for r in rules if r.patterns)
+        by_needle: dict[bytes, list[int]] = {}
+        for i, r in enumerate(self.rules):
+            for p in r.patterns:
+                for n in p.needles:
+                    lst = by_needle.setdefault(n, [])
+                    if not lst or lst[-1] != i:
+                        lst.append(i)
+        self.by_needle = {n: tuple(v) for n, v in by_needle.items()}
+        self.index = NeedleIndex(by_needle)
+
+    @classmethod
+    def of(cls, taxonomy: Taxonomy, stage: str) -> "_StagePlan":
+        plan = taxonomy.compiled.get(stage)
+        if plan is None:
+            plan = taxonomy.compiled[stage] = cls(taxonomy.rules_by_stage.get(stage, ()))
+        return plan
+
+    def live_rules(self, trace: TraceText, lo: int) -> list[tuple[Rule, tuple[tuple[Pattern, tuple[bytes, ...]], ...]]]:
+        """The text rules (in priority order) with a pattern that may match in ``trace.raw[lo:]``,
+        each with those patterns and their needles that may occur there; the others cannot match."""
+        live = trace.live_needles(self.index, lo)
+        if not live:
+            return []
+        out = []
+        for i in sorted({i for n in live for i in self.by_needle[n]}):
+            rule = self.rules[i]
+            pats = []
+            for p in rule.patterns:
+                needles = tuple(n for n in p.needles if n in live)
+                if needles:
+                    pats.append((p, needles))
+            out.append((rule, tuple(pats)))
+        return out
+
+
 def _match(rule: Rule, ctx: _Context, after: int = -1, lo: int = 0, hi: int | None = None,
-           word_filter: bool = False) -> _Hit | None:
+           patterns: tuple[tuple[Pattern, tuple[bytes, ...]], ...] | None = None) -> _Hit | None:
     """Does every condition of ``rule`` hold?  Cheap conditions first, the trace last.
 
-    Trace patterns are searched in ``[lo, hi)`` on lines starting after ``after``.
+    Trace patterns are searched in ``[lo, hi)`` on lines starting after ``after``;
+    ``patterns`` (default: all the rule's, with all their needles) are those worth searching,
+    with the needles to look for (see :meth:`_StagePlan.live_rules`).
     """
     ev: list[str] = []
     f = ctx.facts
@@ -138,10 +183,9 @@ def _match(rule: Rule, ctx: _Context, after: int = -1, lo: int = 0, hi: int | No
     pos = -1
     if rule.patterns:
         best: tuple[int, re.Match[bytes]] | None = None
-        for p in rule.patterns:
-            hit = ctx.trace.last_match(p.regex, p.needles, p.ignore_case, lo=lo, hi=hi,
-                                       after=max(after, best[0] if best is not None else -1),
-                                       anchors=p.anchors if word_filter else ())
+        for p, needles in (((p, p.needles) for p in rule.patterns) if patterns is None else patterns):
+            hit = ctx.trace.last_match(p.regex, needles, p.ignore_case, lo=lo, hi=hi,
+                                       after=max(after, best[0] if best is not None else -1))
             if hit is not None and (best is None or hit[0] > best[0]):
                 best = hit
         if best is None:
@@ -160,18 +204,24 @@ def _resolve_first(rules: tuple[Rule, ...], ctx: _Context, lo: int) -> _Hit | No
     return None
 
 
-def _resolve_last(rules: tuple[Rule, ...], ctx: _Context, lo: int, word_filter: bool = False) -> _Hit | None:
+def _resolve_last(rules: tuple[Rule, ...], ctx: _Context, lo: int, plan: _StagePlan) -> _Hit | None:
     """The rule matching the latest line; windows grow from the end, which is exact:
-    a match in a later window always beats anything before it."""
-    text_rules = [r for r in rules if r.patterns]
+    a match in a later window always beats anything before it.
+
+    Text rules none of whose needles can be in the trace (word vocabulary,
+    see :class:`~retry_bot.classify.trace.NeedleIndex`) are dropped first: they
+    cannot match, and a stage with nothing to look for costs a few set
+    intersections rather than one substring scan per needle and window.
+    """
+    text_rules = plan.live_rules(ctx.trace, lo)
     if text_rules:
         hi = len(ctx.trace.raw)
         size = _FIRST_WINDOW
         while True:
             wlo = max(lo, hi - size)
             chosen: _Hit | None = None
-            for rule in text_rules:
-                hit = _match(rule, ctx, chosen.pos if chosen is not None else -1, wlo, hi, word_filter)
+            for rule, pats in text_rules:
+                hit = _match(rule, ctx, chosen.pos if chosen is not None else -1, wlo, hi, pats)
                 if hit is not None and (chosen is None or hit.pos > chosen.pos):
                     chosen = hit
             if chosen is not None:
@@ -206,7 +256,7 @@ def classify(facts: JobFacts, trace_tail: bytes, taxonomy: Taxonomy,
         if stage.resolve == "first":
             chosen = _resolve_first(rules, ctx, lo)
         else:
-            chosen = _resolve_last(rules, ctx, lo, stage.word_filter)
+            chosen = _resolve_last(rules, ctx, lo, _StagePlan.of(taxonomy, stage.name))
         if chosen is not None:
             r = chosen.rule
             return Classification(

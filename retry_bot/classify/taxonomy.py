@@ -81,13 +81,6 @@ class Pattern:
     #: Literals (lower-cased when ``ignore_case``); every match contains one of them.
     needles: tuple[bytes, ...]
     ignore_case: bool
-    #: Per needle, a lower-case word that is a whole token wherever the needle occurs
-    #: (``None`` when the needle has no interior word); see :func:`anchor_word`.
-    anchors: tuple[bytes | None, ...] = ()
-
-    def __post_init__(self) -> None:
-        if len(self.anchors) != len(self.needles):
-            object.__setattr__(self, "anchors", tuple(anchor_word(n) for n in self.needles))
 
 
 @dataclass(frozen=True)
@@ -135,9 +128,6 @@ class Stage:
     resolve: str = "first"
     #: Search only the last N bytes of the tail (0: all of it).
     scan_bytes: int = 0
-    #: Pre-check needles against the window's word set (set when the stage has many needles
-    #: and a bounded window, where one tokenisation is cheaper than dozens of substring scans).
-    word_filter: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,6 +149,8 @@ class Taxonomy:
     fallback_category: str = "unclassified"
     fallback_family: Family = Family.UNKNOWN
     sources: tuple[str, ...] = ()
+    #: Per-stage search plans compiled by the classifier on first use (not part of the value).
+    compiled: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -414,15 +406,9 @@ def _build(docs: list[_Doc], problems: list[Problem]) -> Taxonomy:
         raise ConfigError(problems)
 
     built = _dedupe_needles(built)
-    needle_count: dict[str, int] = {}
-    for rule, _ in built:
-        if rule.enabled:
-            needle_count[rule.stage] = needle_count.get(rule.stage, 0) + sum(len(p.needles) for p in rule.patterns)
     stages = tuple(
         Stage(s, str(stage_defs[s].get("description", "")), str(stage_defs[s].get("resolve", "first")),
-              int(stage_defs[s].get("scan_bytes", 0)),
-              word_filter=needle_count.get(s, 0) >= WORD_FILTER_MIN_NEEDLES
-              and 0 < int(stage_defs[s].get("scan_bytes", 0)) <= WORD_FILTER_MAX_BYTES)
+              int(stage_defs[s].get("scan_bytes", 0)))
         for s in stage_order
     )
     by_stage: dict[str, list[tuple[int, int, Rule]]] = {s.name: [] for s in stages}
@@ -477,10 +463,6 @@ def _dedupe_needles(built: list[tuple[Rule, int]]) -> list[tuple[Rule, int]]:
         out.append((dataclasses.replace(rule, patterns=tuple(pats)), order))
     return out
 
-
-#: Word pre-filtering pays off only for stages with many needles over a bounded window.
-WORD_FILTER_MIN_NEEDLES = 40
-WORD_FILTER_MAX_BYTES = 64 * 1024
 
 #: A needle is only shared when the shorter one has at least this many characters.
 SHARED_NEEDLE_MIN = 5
@@ -643,33 +625,6 @@ def compile_pattern(source: str, ignore_case: bool = False) -> tuple[Pattern | N
     if ignore_case:  # looked up in the lower-cased trace
         needles = [n.lower() for n in needles]
     return Pattern(source, regex, tuple(dict.fromkeys(needles)), ignore_case), None
-
-
-_ALNUM = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
-
-
-def anchor_word(needle: bytes) -> bytes | None:
-    """The longest lower-case alphanumeric word strictly inside ``needle``, or ``None``.
-
-    A word with a non-alphanumeric byte on both sides *within the needle* is a
-    complete token (maximal run of ``[a-z0-9]`` in the lower-cased trace)
-    wherever the needle occurs, so a set of the trace's tokens tells cheaply
-    that a needle cannot occur.  Words shorter than 3 bytes are not used.
-    """
-    low = needle.lower()
-    best: bytes | None = None
-    i, n = 0, len(low)
-    while i < n:
-        if low[i] in _ALNUM:
-            j = i
-            while j < n and low[j] in _ALNUM:
-                j += 1
-            if i > 0 and j < n and j - i >= 3 and (best is None or j - i > len(best)):
-                best = low[i:j]
-            i = j
-        else:
-            i += 1
-    return best
 
 
 def _needles(items: list[Any]) -> list[bytes]:

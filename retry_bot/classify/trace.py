@@ -9,14 +9,16 @@ keeps memory and time bounded for 100 MB logs.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
 from collections import deque
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Iterable
 
-__all__ = ["DEFAULT_TAIL_BYTES", "read_trace_tail", "clean_trace", "clean_line", "TraceText"]
+__all__ = ["DEFAULT_TAIL_BYTES", "read_trace_tail", "clean_trace", "clean_line", "needle_witness", "NeedleIndex",
+           "TraceText"]
 
 #: How much of the end of a trace the classifier reads.
 DEFAULT_TAIL_BYTES = 256 * 1024
@@ -24,9 +26,18 @@ DEFAULT_TAIL_BYTES = 256 * 1024
 EVIDENCE_CHARS = 240
 #: Regexes run on at most this many bytes either side of a literal hit.
 WINDOW = 2048
-_TOKEN_TABLE = bytes(c if (48 <= c <= 57 or 97 <= c <= 122) else 32 for c in range(256))
-#: Token sets of adjacent regions overlap by this much, so no short token is cut in two.
-_TOKEN_OVERLAP = 128
+#: Keeps the lower-case ASCII letters and ``\n``, turns every other byte into a space
+#: (see :func:`needle_witness`).
+_LETTER_TABLE = bytes(c if 97 <= c <= 122 or c == 10 else 32 for c in range(256))
+#: The word vocabulary covers this many bytes from the end of the trace: the regions of the
+#: default taxonomy's stages with many needles (``runner``, ``diagnostic``, ``generic``).  A search
+#: reaching further back (``oom_signature``'s few needles over 64 KiB, the exit-code scan) goes
+#: straight to the substring search, which is then cheaper than a larger vocabulary.
+VOCABULARY_BYTES = 32 * 1024
+#: Lines are de-duplicated before collecting words unless they average more than this many bytes.
+_DEDUPE_LINE_BYTES = 256
+#: The lower-cased copy of the trace covers at least this many bytes from the end.
+LOWERED_BYTES = 64 * 1024
 
 #: At most this many lines containing one literal are tried, newest first.
 MAX_LINES_PER_NEEDLE = 256
@@ -131,6 +142,165 @@ def clean_line(line: bytes) -> bytes:
     return line
 
 
+@functools.lru_cache(maxsize=8192)
+def needle_witness(needle: bytes) -> tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]]:
+    """What the *vocabulary* of a text must hold if ``needle`` occurs in it (in any case).
+
+    The vocabulary of a text is the set of its *words*: maximal runs of ASCII
+    letters once lower-cased (digits, punctuation, spaces, control and
+    non-ASCII bytes all separate words).  Split the lower-cased needle into
+    its letter runs; wherever the needle occurs,
+
+    * a run with a non-letter on both sides *inside the needle* is a whole word;
+    * a run that ends the needle (and starts after its start) begins a word;
+    * a run that starts the needle (and ends before its end) ends a word;
+    * a run that is the whole needle is part of a word.
+
+    Returns ``(whole_words, word_starts, word_ends, word_parts)``.
+    A needle without letters gives four empty tuples: no evidence either
+    way.  This is a necessary condition only: a needle that passes is still
+    looked for in the trace itself; one that fails cannot be there.
+    """
+    low = needle.lower()
+    whole: list[bytes] = []
+    starts: list[bytes] = []
+    ends: list[bytes] = []
+    parts: list[bytes] = []
+    for m in re.finditer(rb"[a-z]+", low):
+        run = m.group()
+        left_open, right_open = m.start() == 0, m.end() == len(low)
+        if not left_open and not right_open:
+            whole.append(run)
+        elif left_open and right_open:
+            parts.append(run)
+        elif left_open:
+            ends.append(run)
+        else:
+            starts.append(run)
+    return (tuple(dict.fromkeys(whole)), tuple(dict.fromkeys(starts)), tuple(dict.fromkeys(ends)),
+            tuple(dict.fromkeys(parts)))
+
+
+_WITNESSES: dict[bytes, tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]]] = {}
+
+
+def _witness(needle: bytes) -> tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]]:
+    w = _WITNESSES.get(needle)
+    if w is None:
+        w = needle_witness(needle)
+        if len(_WITNESSES) < 65536:
+            _WITNESSES[needle] = w
+    return w
+
+
+class _Vocabulary:
+    """The words of a lower-cased text (see :func:`needle_witness`), indexed for the four tests.
+
+    Word starts and ends are tested on their first / last 6 or 4 letters (a
+    weaker but still necessary condition; runs shorter than 4 letters are no
+    evidence), with small sets built on first use.
+    """
+
+    __slots__ = ("words", "_affixes", "_joined")
+
+    def __init__(self, words: set[bytes]):
+        self.words = words
+        self._affixes: dict[int, set[bytes]] = {}
+        self._joined: bytes | None = None
+
+    @classmethod
+    def of_text(cls, lowered: bytes) -> "_Vocabulary":
+        letters = lowered.translate(_LETTER_TABLE)
+        if letters.count(b"\n") * _DEDUPE_LINE_BYTES < len(letters):
+            return cls(set(letters.split()))  # long lines (binary junk, one-line dumps): no repeats
+        # Build logs repeat lines that differ only in numbers and punctuation: take the words
+        # of the distinct lines only (two C-level passes instead of one set insert per word).
+        return cls(set(b" ".join(set(letters.split(b"\n"))).split()))
+
+    def admits(self, needle: bytes) -> bool:
+        """May ``needle`` occur in the text?  (``False``: certainly not.)"""
+        whole, starts, ends, parts = _witness(needle)
+        if whole and not self.words.issuperset(whole):
+            return False
+        for w in starts:
+            k = _affix_key(w)
+            if k and w[:k] not in self.affixes(k):
+                return False
+        for w in ends:
+            k = _affix_key(w)
+            if k and w[-k:] not in self.affixes(-k):
+                return False
+        if parts:
+            joined = self.joined()
+            for w in parts:
+                if w not in joined:
+                    return False
+        return True
+
+    def joined(self) -> bytes:
+        """``b" " + b" ".join(words) + b" "``."""
+        if self._joined is None:
+            self._joined = b" " + b" ".join(self.words) + b" "
+        return self._joined
+
+    def affixes(self, k: int) -> set[bytes]:
+        """The first ``k`` (``k > 0``) or last ``-k`` letters of every word that long."""
+        got = self._affixes.get(k)
+        if got is None:
+            long = self._affixes.get(0)
+            if long is None:  # words of 4+ letters, picked out at C speed (binary junk has few)
+                long = self._affixes[0] = set(_LONG_WORD_RE.findall(self.joined()))
+            if k > 0:
+                got = {w[:k] for w in long if len(w) >= k}
+            else:
+                got = {w[k:] for w in long if len(w) >= -k}
+            self._affixes[k] = got
+        return got
+
+
+_LONG_WORD_RE = re.compile(rb"[a-z]{4,}")
+
+
+def _affix_key(run: bytes) -> int:
+    """How many letters of a word start/end :meth:`_Vocabulary.admits` compares (0: none)."""
+    return 6 if len(run) >= 6 else 4 if len(run) >= 4 else 0
+
+
+class NeedleIndex:
+    """A set of needles grouped by one cheap key test each, compiled once per taxonomy stage.
+
+    :meth:`TraceText.live_needles` dismisses whole groups with one set
+    intersection against the trace's vocabulary (a needle's key is a whole
+    word it implies, or else the 6 or 4 first/last letters of a word start or
+    end it implies), and runs the full :meth:`TraceText.may_contain` test only
+    on the needles whose key is present and on those without a key.
+    """
+
+    __slots__ = ("needles", "keyless", "groups")
+
+    def __init__(self, needles: Iterable[bytes]):
+        self.needles: tuple[bytes, ...] = tuple(dict.fromkeys(needles))
+        keyless: list[bytes] = []
+        #: 0: whole words; k > 0: first k letters of a word; k < 0: last -k letters
+        groups: dict[int, dict[bytes, list[bytes]]] = {}
+        for n in self.needles:
+            whole, starts, ends, _ = _witness(n)
+            if whole:
+                groups.setdefault(0, {}).setdefault(max(whole, key=len), []).append(n)
+            elif any(_affix_key(w) for w in starts):
+                w = max(starts, key=len)
+                k = _affix_key(w)
+                groups.setdefault(k, {}).setdefault(w[:k], []).append(n)
+            elif any(_affix_key(w) for w in ends):
+                w = max(ends, key=len)
+                k = _affix_key(w)
+                groups.setdefault(-k, {}).setdefault(w[-k:], []).append(n)
+            else:
+                keyless.append(n)
+        self.keyless = tuple(keyless)
+        self.groups = {k: {key: tuple(v) for key, v in g.items()} for k, g in groups.items()}
+
+
 class TraceText:
     """A raw trace tail searched line by line, newest first, without cleaning it all.
 
@@ -138,9 +308,17 @@ class TraceText:
     substring search each); only the lines that contain one are cleaned
     (:func:`clean_line`) and given to the regular expression.  Lines longer
     than ``2 * WINDOW`` are cut to a window around the needle.
+
+    Before any substring search, a needle is checked against the word
+    vocabulary of the last :data:`VOCABULARY_BYTES` (built once per trace,
+    see :func:`needle_witness`): in an ordinary log most needles of a
+    taxonomy are absent, and :meth:`live_needles` dismisses them with a few
+    set intersections instead of one scan of up to 32 KiB each; a search
+    reaching further back skips the part the vocabulary rules out.  Every
+    test is a necessary condition, so results are those of the plain search.
     """
 
-    __slots__ = ("raw", "_lower", "_lower_from", "_clean", "_cands", "_tokens", "_tokens_from")
+    __slots__ = ("raw", "_lower", "_lower_from", "_clean", "_cands", "_vocab", "_live")
 
     def __init__(self, raw: bytes):
         self.raw = raw
@@ -149,23 +327,58 @@ class TraceText:
         self._clean: dict[tuple[int, int], bytes] = {}
         #: (needle, ignore_case) -> [scanned down to, [(offset, line start), ...] newest first]
         self._cands: dict[tuple[bytes, bool], list] = {}
-        #: lower-case alphanumeric tokens of raw[_tokens_from:]
-        self._tokens: set[bytes] = set()
-        self._tokens_from = len(raw)
+        #: the words of the last VOCABULARY_BYTES of raw; see :func:`needle_witness`
+        self._vocab: _Vocabulary | None = None
+        #: needle -> may it occur in the last VOCABULARY_BYTES of raw?
+        self._live: dict[bytes, bool] = {}
 
-    def _token_set(self, lo: int) -> set[bytes]:
-        """Lower-case ``[a-z0-9]`` tokens of the trace from ``lo`` on (extended lazily)."""
-        if lo < self._tokens_from:
-            end = min(len(self.raw), self._tokens_from + _TOKEN_OVERLAP)
-            chunk = self.raw[lo:end].lower().translate(_TOKEN_TABLE)
-            self._tokens.update(chunk.split())
-            self._tokens_from = lo
-        return self._tokens
+    def live_needles(self, index: NeedleIndex, lo: int = 0) -> frozenset[bytes]:
+        """The needles of ``index`` that may occur at or after ``lo`` (see :meth:`may_contain`).
+
+        For a region reaching before the vocabulary, a needle is live if the
+        vocabulary admits it or it occurs (in any case) in the older part.
+        """
+        vstart = len(self.raw) - VOCABULARY_BYTES
+        if lo < vstart:
+            low, off = self._lowered(lo)
+            return frozenset(n for n in index.needles if self.may_contain(n, vstart)
+                             or low.find(n.lower(), lo - off, vstart + len(n) - 1 - off) >= 0)
+        vocab = self._vocabulary()
+        maybe = list(index.keyless)
+        for k, group in index.groups.items():
+            present = (vocab.words if k == 0 else vocab.affixes(k)).intersection(group)
+            for key in present:
+                maybe.extend(group[key])
+        return frozenset(n for n in maybe if self.may_contain(n, lo))
+
+    def _vocabulary(self) -> _Vocabulary:
+        if self._vocab is None:
+            n = len(self.raw)
+            low, off = self._lowered(n - VOCABULARY_BYTES)
+            self._vocab = _Vocabulary.of_text(low[max(0, n - VOCABULARY_BYTES) - off:])
+        return self._vocab
+
+    def may_contain(self, needle: bytes, lo: int = 0) -> bool:
+        """``False`` when ``needle`` certainly does not occur (in any case) at or after ``lo``.
+
+        Answered from the word vocabulary of the last :data:`VOCABULARY_BYTES`
+        (see :func:`needle_witness`); ``True`` means "look", it is a necessary
+        condition only.  For a region reaching further back there is no
+        evidence: ``True`` (but see :meth:`_candidates`).
+        """
+        n = len(self.raw)
+        if n - lo > VOCABULARY_BYTES:
+            return True
+        live = self._live.get(needle)
+        if live is None:
+            live = self._vocabulary().admits(needle)
+            self._live[needle] = live
+        return live
 
     def _lowered(self, lo: int) -> tuple[bytes, int]:
         """The lower-cased trace from ``lo`` on (computed once per suffix), and its offset."""
         if self._lower is None or lo < self._lower_from:
-            lo = max(0, min(lo, len(self.raw) - 65536))
+            lo = max(0, min(lo, len(self.raw) - LOWERED_BYTES))
             self._lower = self.raw[lo:].lower()
             self._lower_from = lo
         return self._lower, self._lower_from
@@ -200,12 +413,18 @@ class TraceText:
         end, found = ent
         if end > floor and len(found) < MAX_LINES_PER_NEEDLE:
             raw = self.raw
+            # a needle absent from the vocabulary is not searched: as if scanned down to floor
+            start = floor if self.may_contain(needle, floor) else end
+            vstart = len(raw) - VOCABULARY_BYTES
+            if start < end and floor < vstart < end and not self.may_contain(needle, vstart):
+                # not in the vocabulary's part: search only what lies before it
+                end = min(end, vstart + len(needle) - 1)
             if ignore_case:
                 hay, off = self._lowered(floor)
             else:
                 hay, off = raw, 0
             while len(found) < MAX_LINES_PER_NEEDLE:
-                i = hay.rfind(needle, floor - off, end - off)
+                i = hay.rfind(needle, start - off, end - off) if start < end else -1
                 if i < 0:
                     # an occurrence straddling ``floor`` is found by the next, lower scan
                     end = min(end, floor + len(needle) - 1)
@@ -218,8 +437,7 @@ class TraceText:
         return found
 
     def last_match(self, regex: re.Pattern[bytes], needles: tuple[bytes, ...], ignore_case: bool = False,
-                   lo: int = 0, hi: int | None = None, after: int = -1,
-                   anchors: tuple[bytes | None, ...] = ()) -> tuple[int, re.Match[bytes]] | None:
+                   lo: int = 0, hi: int | None = None, after: int = -1) -> tuple[int, re.Match[bytes]] | None:
         """The latest line in ``[lo, hi)`` (starting after ``after``) where ``regex`` matches.
 
         Returns ``(line_start, match)``; the match is on the cleaned line.  At
@@ -230,15 +448,11 @@ class TraceText:
         best: tuple[int, re.Match[bytes]] | None = None
         base_floor = lo if lo > after + 1 else after + 1
         cands_cache = self._cands
-        for k, needle in enumerate(needles):
+        for needle in needles:
             floor = base_floor if best is None or best[0] < base_floor else best[0] + 1
             ent = cands_cache.get((needle, ignore_case))
             if ent is not None and not ent[1] and ent[0] < floor + len(needle):
                 continue  # already scanned down to this floor: not in the region
-            if ent is None and anchors:
-                anchor = anchors[k]
-                if anchor is not None and anchor not in self._token_set(floor):
-                    continue
             for i, ls in self._candidates(needle, ignore_case, floor):
                 if i >= hi:
                     continue

@@ -7,6 +7,11 @@ category, family, rule, evidence and the action the policy would take::
     retry-bot classify --trace job.log --failure-reason script_failure --exit-code 137
     retry-bot classify --trace job.log --job-json job.json --policy policy.toml --format json
 
+Without ``--job-json``, the job's identity (id, name, project, ref,
+variables) comes from the trace's verified usage record when there is one,
+so the decision uses the record's limit and peak; with neither, the job is
+called "(offline trace)" and the reason reads "the job of this trace failed".
+
 Exit codes: 0 the job was classified; 2 bad input (missing file, bad JSON,
 invalid taxonomy or policy), with a message naming the problem.
 """
@@ -23,6 +28,27 @@ from typing import Any
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 DEFAULT_KEY_ENV = "RIGHTSIZER_SIGNING_KEY"
+#: The job name used when neither job JSON nor a verified usage record tells who the job was.
+OFFLINE_JOB_NAME = "(offline trace)"
+
+
+def facts_from_record(record: Any) -> Any:
+    """:class:`~retry_bot.model.JobFacts` from a *verified* usage record (when no job JSON is given).
+
+    The record is signed by the runner wrapper, which took the job's identity
+    from the runner's job response, so its id, name, project, ref and
+    variables can be trusted; the decision then uses the record's limits and
+    peak (a record for job 4242 is no longer dropped as "another job's").
+    """
+    from retry_bot.model import JobFacts
+
+    job = record.job
+    return JobFacts(
+        job_id=job.id, name=job.name or OFFLINE_JOB_NAME, project_id=job.project_id or 0,
+        project_path=job.project_path or "", pipeline_id=job.pipeline_id or 0, stage=job.stage or "",
+        ref=job.ref or "", protected=job.protected, web_url=job.url, runner=record.host.runner,
+        variables=dict(job.variables or {}),
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -87,33 +113,6 @@ def run(args: argparse.Namespace) -> int:
             print(str(problem), file=sys.stderr)
         return _fail(f"invalid taxonomy ({len(exc.problems)} problem(s))")
 
-    # job facts
-    facts = JobFacts(job_id=0, name="")
-    if args.job_json is not None:
-        try:
-            data = json.loads(args.job_json.read_text("utf-8"))
-            facts = facts_from_job_json(data)
-        except FileNotFoundError:
-            return _fail(f"{args.job_json}: no such file")
-        except (OSError, UnicodeDecodeError) as exc:
-            return _fail(f"{args.job_json}: cannot read: {exc}")
-        except json.JSONDecodeError as exc:
-            return _fail(f"{args.job_json}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
-        except JobJsonError as exc:
-            return _fail(f"{args.job_json}: {exc}")
-    from dataclasses import replace
-
-    if args.failure_reason is not None:
-        facts = replace(facts, failure_reason=args.failure_reason.strip() or None)
-    if args.exit_code is not None:
-        facts = replace(facts, exit_code=args.exit_code)
-    if args.status is not None:
-        facts = replace(facts, status=args.status.strip().lower())
-    if not is_known_failure_reason(facts.failure_reason):
-        msg = f"unknown failure_reason {facts.failure_reason!r}: classified from the trace and exit code only"
-        warnings.append(msg)
-        log.warning("unknown_failure_reason", failure_reason=facts.failure_reason)
-
     # trace tail (bounded)
     try:
         if args.trace == "-":
@@ -138,6 +137,37 @@ def run(args: argparse.Namespace) -> int:
         warnings.append(rejected)
         log.warning("usage_record_rejected", reason=rejected)
 
+    # job facts: the job JSON, else the verified (signed, so trustworthy) usage record
+    if args.job_json is not None:
+        try:
+            data = json.loads(args.job_json.read_text("utf-8"))
+            facts = facts_from_job_json(data)
+        except FileNotFoundError:
+            return _fail(f"{args.job_json}: no such file")
+        except (OSError, UnicodeDecodeError) as exc:
+            return _fail(f"{args.job_json}: cannot read: {exc}")
+        except json.JSONDecodeError as exc:
+            return _fail(f"{args.job_json}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+        except JobJsonError as exc:
+            return _fail(f"{args.job_json}: {exc}")
+        facts_source = "job-json"
+    elif record is not None:
+        facts, facts_source = facts_from_record(record), "usage-record"
+    else:
+        facts, facts_source = JobFacts(job_id=0, name=OFFLINE_JOB_NAME), "none"
+    from dataclasses import replace
+
+    if args.failure_reason is not None:
+        facts = replace(facts, failure_reason=args.failure_reason.strip() or None)
+    if args.exit_code is not None:
+        facts = replace(facts, exit_code=args.exit_code)
+    if args.status is not None:
+        facts = replace(facts, status=args.status.strip().lower())
+    if not is_known_failure_reason(facts.failure_reason):
+        msg = f"unknown failure_reason {facts.failure_reason!r}: classified from the trace and exit code only"
+        warnings.append(msg)
+        log.warning("unknown_failure_reason", failure_reason=facts.failure_reason)
+
     verdict = classify(facts, tail, taxonomy, record)
 
     # action: the real decision when the policy/decide modules are there
@@ -147,6 +177,11 @@ def run(args: argparse.Namespace) -> int:
         for line in exc.lines:
             print(line, file=sys.stderr)
         return _fail(exc.summary)
+    if reason and facts_source == "none":
+        # decide() names the job ("job 0 '(offline trace)' failed: ..."): say what we know instead
+        reason = reason.replace(f"job 0 {OFFLINE_JOB_NAME!r} failed", "the job of this trace failed", 1)
+        if out_decision is not None:
+            out_decision["reason"] = reason
     if action is None:
         action = taxonomy.default_action(verdict.family)
         reason = (f"taxonomy default for family {verdict.family.value} "
@@ -155,7 +190,8 @@ def run(args: argparse.Namespace) -> int:
 
     result: dict[str, Any] = {
         "job_id": facts.job_id or None,
-        "job_name": facts.name or None,
+        "job_name": facts.name if facts.name and facts_source != "none" else None,
+        "facts_source": facts_source,
         "failure_reason": facts.failure_reason,
         "exit_code": facts.exit_code,
         "category": verdict.category,

@@ -112,3 +112,55 @@ def test_stdin_trace(capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(TRACE)))
     rc, out, _ = run(capsys, "--trace", "-", "--format", "json")
     assert rc == 0 and json.loads(out)["category"] == "compiler_oom"
+
+
+def _record_trace(tmp_path, record):
+    f = tmp_path / "rec.log"
+    f.write_bytes(b"compiling\n" + encode_marker(record.to_dict(), KEY, "farm").encode()
+                  + b"\nERROR: Job failed: exit status 137\n")
+    return f
+
+
+def test_without_job_json_the_verified_record_names_the_job(capsys, tmp_path, monkeypatch):
+    """Regression: decide() dropped a record for job 4242 because the facts said job 0."""
+    from runner_wrapper.quantity import parse_memory
+
+    mib64 = 64 * 2**20
+    rec = usage_record(job_id=4242, oom_kills=1, exit_code=137, peak=mib64, limit=mib64)
+    monkeypatch.setenv("MY_KEY", KEY.decode())
+    rc, out, _ = run(capsys, "--trace", str(_record_trace(tmp_path, rec)), "--signing-key-env", "MY_KEY",
+                     "--signing-key-id", "farm", "--format", "json")
+    d = json.loads(out)
+    assert rc == 0 and d["rule"] == "record-oom-kill"
+    assert (d["job_id"], d["job_name"], d["facts_source"]) == (4242, "build", "usage-record")
+    if "decision" not in d:
+        pytest.skip("the decision module is not available")
+    assert d["action"] == "resize", d["reason"]
+    limits = [parse_memory(v) for k, v in d["decision"]["variables"].items() if "MEMORY_LIMIT" in k]
+    assert limits and limits[0] > mib64  # resized from the record's limit and peak, not a default
+    assert "job 4242 'build' failed" in d["reason"] and "job 0" not in d["reason"]
+
+
+def test_job_json_still_wins_over_the_record(capsys, tmp_path, monkeypatch):
+    rec = usage_record(job_id=4242, oom_kills=1)
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"id": 7, "name": "other", "status": "failed", "failure_reason": "script_failure"}))
+    monkeypatch.setenv("MY_KEY", KEY.decode())
+    rc, out, _ = run(capsys, "--trace", str(_record_trace(tmp_path, rec)), "--signing-key-env", "MY_KEY",
+                     "--signing-key-id", "farm", "--job-json", str(job), "--format", "json")
+    d = json.loads(out)
+    assert rc == 0 and (d["job_id"], d["facts_source"]) == (7, "job-json")
+    assert d["rule"] != "record-oom-kill"  # the record is another job's: ignored, and said so
+    assert any("usage record ignored" in e for e in d["evidence"])
+
+
+def test_reason_reads_naturally_without_job_facts(capsys, trace):
+    rc, out, _ = run(capsys, "--trace", str(trace), "--format", "json")
+    d = json.loads(out)
+    assert rc == 0 and d["job_id"] is None and d["job_name"] is None and d["facts_source"] == "none"
+    assert "job 0" not in d["reason"] and "''" not in d["reason"], d["reason"]
+    if "decision" in d:
+        assert d["reason"].startswith("the job of this trace failed: oom"), d["reason"]
+        assert d["decision"]["reason"] == d["reason"]
+    rc, out, _ = run(capsys, "--trace", str(trace))
+    assert rc == 0 and "job 0" not in out and out.startswith("job: oom / compiler_oom")

@@ -33,6 +33,9 @@ FRAGMENTS = [
     b"Spack concretizer internal error.", b"virtual memory exhausted", b"(signal: 9, SIGKILL: kill)",
     b"Read timed out", b"fatal: unable to access 'https://gitlab.com/x.git/': The requested URL returned error: 502",
     b"ok", b"building", b"   ", b"", b"\x1b[31m", b"\x1b[0m", b"\r", b"\xff\xfe",
+    # GitLab section markers and carriage-return progress lines around real messages
+    b"section_start:1700000000:build_step\r\x1b[0K", b"section_end:1700000001:build_step\r\x1b[0K",
+    b"Downloading 10%\r 45%\r 100%", b"\x1b[0K\x1b[36;1m$ make -j8\x1b[0;m", b"\x1b[31;1mERROR:\x1b[0;m",
 ]
 
 lines_st = st.lists(
