@@ -24,6 +24,7 @@ import os
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -32,7 +33,7 @@ from retry_bot.simulate import (  # noqa: E402
     _as_alloc, compute_metrics, load_trace, make_allocator, read_trace, resize_view_from_policy, simulate,
 )
 
-DEFAULT_TRACE = "/work/shared/bench/trace-public.jsonl.gz"
+DEFAULT_TRACE = str(Path(__file__).resolve().parents[2] / "shared" / "bench" / "trace-public.jsonl.gz")
 COLUMNS = (("oom_kills_per_100_jobs", "kills/100", "{:.2f}"), ("failed_permanently", "failed", "{:,}"),
            ("mem_avg_over_request", "avg/req", "{:.3f}"), ("mem_peak_over_limit", "peak/lim", "{:.3f}"),
            ("cost_index", "cost", "{:.3f}"), ("cpu_avg_over_request", "cpu avg/req", "{:.3f}"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import importlib.util
 import json
 import subprocess
@@ -19,7 +21,8 @@ from retry_bot.simulate import (
 )
 from tests.bot_predict.conftest import make_records, write_trace
 
-BENCH = Path("/work/shared/bench")
+# shared/ sits beside the repository (a clone in CI, /work/main here); RIGHTSIZER_BENCH_DIR overrides.
+BENCH = Path(os.environ.get("RIGHTSIZER_BENCH_DIR") or Path(__file__).resolve().parents[3] / "shared" / "bench")
 
 
 def _run(path, name=None):
