@@ -117,6 +117,48 @@ class _Metrics:
                                ["source", "outcome"], registry=registry)
         self.latency = Histogram("rightsizer_allocation_seconds", "Time to answer an allocation request",
                                  registry=registry)
+        # Requested vs used, integrated over each run (byte-seconds, core-seconds), by project:
+        # rate(used) / rate(requested) is the fleet's avg/request ratio over any window.
+        self.memory_requested = Counter(
+            "rightsizer_memory_requested_byte_seconds", "Memory request (else limit) x wall time of ingested runs",
+            ["project"], registry=registry)
+        self.memory_used = Counter(
+            "rightsizer_memory_used_byte_seconds", "Mean memory x wall time of ingested runs",
+            ["project"], registry=registry)
+        self.memory_peak = Counter(
+            "rightsizer_memory_peak_byte_seconds", "Peak memory x wall time of ingested runs",
+            ["project"], registry=registry)
+        self.cpu_requested = Counter(
+            "rightsizer_cpu_requested_core_seconds", "CPU request (else limit) x wall time of ingested runs",
+            ["project"], registry=registry)
+        self.cpu_used = Counter(
+            "rightsizer_cpu_used_core_seconds", "CPU time (user + system) of ingested runs",
+            ["project"], registry=registry)
+        self.oom_kills = Counter(
+            "rightsizer_oom_kills", "OOM kills reported by ingested usage records", ["project"], registry=registry)
+
+    def observe_record(self, data: Mapping[str, Any]) -> None:
+        """Account one newly stored, verified record (missing figures are skipped, never guessed)."""
+        job = data.get("job") or {}
+        limits = data.get("limits") or {}
+        usage = data.get("usage") or {}
+        project = str(job.get("project_path") or job.get("project_id") or "unknown")
+        wall = usage.get("wall_seconds")
+        if not isinstance(wall, (int, float)) or wall <= 0:
+            return
+        mem_req = limits.get("memory_request_bytes") or limits.get("memory_limit_bytes")
+        if isinstance(mem_req, (int, float)) and usage.get("memory_mean_bytes") is not None:
+            self.memory_requested.labels(project).inc(float(mem_req) * wall)
+            self.memory_used.labels(project).inc(float(usage["memory_mean_bytes"]) * wall)
+        if isinstance(mem_req, (int, float)) and usage.get("memory_peak_bytes") is not None:
+            self.memory_peak.labels(project).inc(float(usage["memory_peak_bytes"]) * wall)
+        cpu_req = limits.get("cpu_request_cores") or limits.get("cpu_limit_cores")
+        cpu_s = (usage.get("cpu_user_seconds") or 0.0) + (usage.get("cpu_system_seconds") or 0.0)
+        if isinstance(cpu_req, (int, float)) and cpu_s > 0:
+            self.cpu_requested.labels(project).inc(float(cpu_req) * wall)
+            self.cpu_used.labels(project).inc(float(cpu_s))
+        if usage.get("oom_kills"):
+            self.oom_kills.labels(project).inc(int(usage["oom_kills"]))
 
 
 def make_metrics(registry: Any) -> _Metrics:
@@ -167,6 +209,8 @@ def ingest_records(
                     out.duplicates += 1
                 if metrics:
                     metrics.records.labels(kind, "stored" if added else "duplicate").inc()
+                    if added:
+                        metrics.observe_record(data)
                 continue
         out.rejected += 1
         out.reasons.append(f"{where}: {detail}")  # type: ignore[union-attr]

@@ -213,3 +213,24 @@ def test_serve_reads_the_wrappers_token_variable_by_default(tmp_path):
         proc.terminate()
         proc.wait(timeout=10)
         proc.stderr.close()
+
+
+def test_stored_records_feed_requested_vs_used_counters():
+    from prometheus_client import CollectorRegistry
+
+    from retry_bot.server import make_metrics
+
+    reg = CollectorRegistry()
+    m = make_metrics(reg)
+    rec = {"job": {"project_path": "g/p"}, "limits": {"memory_request_bytes": 1000, "cpu_request_cores": 2.0},
+           "usage": {"wall_seconds": 10.0, "memory_mean_bytes": 250, "memory_peak_bytes": 800,
+                     "cpu_user_seconds": 12.0, "cpu_system_seconds": 3.0, "oom_kills": 1}}
+    m.observe_record(rec)
+    m.observe_record({"job": {}, "usage": {"wall_seconds": 0}})   # nothing measurable: skipped
+    get = reg.get_sample_value
+    assert get("rightsizer_memory_requested_byte_seconds_total", {"project": "g/p"}) == 10_000
+    assert get("rightsizer_memory_used_byte_seconds_total", {"project": "g/p"}) == 2_500
+    assert get("rightsizer_memory_peak_byte_seconds_total", {"project": "g/p"}) == 8_000
+    assert get("rightsizer_cpu_requested_core_seconds_total", {"project": "g/p"}) == 20.0
+    assert get("rightsizer_cpu_used_core_seconds_total", {"project": "g/p"}) == 15.0
+    assert get("rightsizer_oom_kills_total", {"project": "g/p"}) == 1
