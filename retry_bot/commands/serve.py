@@ -19,7 +19,8 @@ from retry_bot.commands.ingest import add_key_arguments, signing_keys_from_args
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("serve", help="serve /v1/allocation, /v1/usage, /healthz and /metrics",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--listen", default="127.0.0.1:9464", metavar="HOST:PORT")
+    p.add_argument("--listen", default="127.0.0.1:8088", metavar="HOST:PORT",
+                   help="address of the allocation and usage endpoints (default 127.0.0.1:8088; the bot's own /metrics uses 9464)")
     p.add_argument("--state", default=None, metavar="URL", help="state URL (default: $RETRY_BOT_STATE_URL)")
     p.add_argument("--policy", default=None, metavar="FILE", help="policy (its [prediction] table and runner classes)")
     p.add_argument("--token-env", default="RIGHTSIZER_COLLECTOR_TOKEN", metavar="NAME",

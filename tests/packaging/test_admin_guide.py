@@ -126,8 +126,12 @@ def test_runners_custom_snippet_calls_real_executor_stages() -> None:
     example = tomllib.loads((ROOT / "packaging" / "runner" / "config.toml.example").read_text(encoding="utf-8"))
     (shipped,) = [r for r in example["runners"] if r.get("executor") == "custom"]
     for stage in ("config", "prepare", "run", "cleanup"):
-        assert Path(custom[f"{stage}_exec"]).name == "runner-wrapper"
         args = list(custom[f"{stage}_args"])
+        if Path(custom[f"{stage}_exec"]).name.startswith("python"):
+            assert args[:3] == ["-I", "-m", "runner_wrapper"], args
+            args = args[3:]
+        else:
+            assert Path(custom[f"{stage}_exec"]).name == "runner-wrapper"
         while args and args[0] in ("--config", "--log-format", "--log-level"):
             args = args[2:]
         assert args == ["executor", stage] and stage in stages

@@ -240,8 +240,14 @@ def test_runner_example_calls_real_runner_wrapper_subcommands() -> None:
     for stage in ("config", "prepare", "run", "cleanup"):
         exe = custom.get(f"{stage}_exec")
         assert exe, f"{stage}_exec is not set"
-        assert Path(exe).name == "runner-wrapper", exe
-        _opts, words = _split_wrapper_args(list(custom.get(f"{stage}_args", [])))
+        args = list(custom.get(f"{stage}_args", []))
+        if Path(exe).name.startswith("python"):
+            # the interpreter launch: `python -I -m runner_wrapper ...` (isolated, no console-script import)
+            assert args[:3] == ["-I", "-m", "runner_wrapper"], f"{stage}: {exe} {args}"
+            args = args[3:]
+        else:
+            assert Path(exe).name == "runner-wrapper", exe
+        _opts, words = _split_wrapper_args(args)
         assert words == ["executor", stage], f"{stage}_args = {custom.get(f'{stage}_args')}"
         assert stage in stages, f"runner-wrapper has no 'executor {stage}'"
 
