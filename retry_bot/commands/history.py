@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("job_id", type=int, help="GitLab job id (any job of the lineage)")
     p.add_argument("--config", default=None, help="bot configuration, for its state_url")
-    p.add_argument("--url", default=None, help="state URL (default: the config's, else $RETRY_BOT_STATE_URL)")
+    p.add_argument("--state", "--url", dest="url", default=None, help="state URL (default: the config's, else $RETRY_BOT_STATE_URL)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=handle)
 

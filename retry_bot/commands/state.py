@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
     sub.required = True
 
     def url_arg(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--url", default=None,
+        sp.add_argument("--state", "--url", dest="url", default=None,
                         help="state URL (default: $RETRY_BOT_STATE_URL)")
 
     m = sub.add_parser("migrate", help="create or upgrade the schema (SQLite keeps PATH.vN.bak first)")
