@@ -34,6 +34,8 @@ commands:
   measure [--memory-limit Q] [--cpus Q] [--json] -- CMD ...
                                   run CMD in a fresh cgroup and report what it used
   doctor [--json]                 show what this host offers and what the wrapper will do
+  spool send [--dry-run] [--json] re-send spooled usage records the collector has not acknowledged
+                                  (exit 0: up to date, 1: records remain, 2: usage/config error)
 """
 
 
@@ -106,6 +108,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _measure(rest, config_path)
     if cmd == "doctor":
         return _doctor(rest, config_path)
+    if cmd == "spool":
+        return _spool(rest, config_path)
     return _fail(f"unknown command {cmd!r}\n{USAGE}")
 
 
@@ -240,6 +244,36 @@ def _doctor(rest: list[str], config_path: str | None) -> int:
 
     register_secrets(cfg, os.environ)
     return run_doctor(cfg, os.environ, ns.json)
+
+
+def _spool(rest: list[str], config_path: str | None) -> int:
+    """``spool send``: re-deliver the spool's unacknowledged records (:mod:`runner_wrapper.spool`)."""
+    import argparse
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> None:  # type: ignore[override]  # one line, exit 2
+            raise SystemExit(_fail(f"spool: {message} (usage: runner-wrapper spool send [--dry-run] [--json])"))
+
+    p = _Parser(prog="runner-wrapper spool")
+    sub = p.add_subparsers(dest="action", metavar="send", required=True)
+    send = sub.add_parser("send", help="re-send spooled usage records the collector has not acknowledged")
+    send.add_argument("--config", dest="sub_config", metavar="FILE", help="wrapper.toml (default: the global one)")
+    send.add_argument("--dry-run", action="store_true", help="only count what would be sent")
+    send.add_argument("--json", action="store_true", help="print the outcome as JSON on stdout")
+    send.add_argument("--wait", action="store_true", help="wait for another running sender instead of exiting")
+    try:
+        ns = p.parse_args(rest)
+    except SystemExit as exc:
+        return int(exc.code or 0) if isinstance(exc.code, int) else 2
+    from runner_wrapper.config import ConfigError
+
+    try:
+        cfg = _load(ns.sub_config or config_path)
+    except ConfigError as exc:
+        return _fail(f"spool send: {exc}")
+    from runner_wrapper.spool import run_send
+
+    return run_send(cfg, os.environ, dry_run=ns.dry_run, as_json=ns.json, wait=ns.wait)
 
 
 if __name__ == "__main__":  # pragma: no cover
