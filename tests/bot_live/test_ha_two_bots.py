@@ -19,26 +19,6 @@ import pytest
 from retry_bot.gitlab.standin import Fault
 from retry_bot.state import open_store
 from tests.bot_live.farm import (ENV, POLICY, ROOT, Farm, bot_config_text, compile_error, flaky_dns, needs_memory)
-from tests.bot_state.pgserver import PgServer, find_bindir
-
-
-@pytest.fixture(scope="module")
-def pg_server():
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin")
-    try:
-        server = PgServer(bindir)
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
-    try:
-        server.init()
-        server.start()
-    except Exception:
-        server.destroy()
-        raise
-    yield server
-    server.destroy()
 
 
 def _spawn(cfg, log):

@@ -101,26 +101,11 @@ def test_the_write_renews_the_lease_right_before_it(gitlab, tmp_path):
         store.close()
 
 
-@pytest.fixture(scope="module")
-def pg_url():
-    from tests.bot_state.pgserver import PgServer, find_bindir
-
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin")
-    try:
-        server = PgServer(bindir)
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
-    try:
-        server.init()
-        server.start()
-        yield lambda: server.url(schema=server.new_schema())
-    finally:
-        server.destroy()
+@pytest.fixture
+def pg_url(pg_server):
+    return lambda: pg_server.url(schema=pg_server.new_schema())
 
 
-@pytest.mark.postgres
 def test_after_an_early_takeover_an_inherited_intent_is_observed_only_once_the_old_lease_ran_out(gitlab, pg_url):
     """The old leader renewed its lease, started its write, then lost its database session (the
     advisory lock): the new leader takes over at once, but must not look at GitLab (and redo the

@@ -9,7 +9,7 @@ import pytest
 
 from retry_bot.state import Store, open_store
 
-from .pgserver import PgServer, find_bindir
+from .pgserver import PgServer  # the pg_server fixture itself is in tests/conftest.py
 
 
 class FakeClock:
@@ -23,26 +23,6 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin "
-                    "(install Debian's 'postgresql' package; .ci/run does)")
-    try:
-        server = PgServer(bindir)
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
-    try:
-        server.init()
-        server.start()
-    except Exception:
-        server.destroy()
-        raise
-    yield server
-    server.destroy()
 
 
 @pytest.fixture

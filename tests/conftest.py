@@ -1,0 +1,34 @@
+"""Fixtures shared by every test directory."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from tests.bot_state.pgserver import PgServer, find_bindir
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One throwaway PostgreSQL server on 127.0.0.1 for the whole run (Debian's binaries).
+
+    Skips with the reason when the binaries are missing; tests isolate themselves with
+    ``server.new_schema()`` / ``server.url(schema=...)``.
+    """
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin "
+                    "(install Debian's 'postgresql' package; .ci/run does)")
+    try:
+        server = PgServer(bindir)
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    try:
+        server.init()
+        server.start()
+    except Exception:
+        server.destroy()
+        raise
+    yield server
+    server.destroy()
