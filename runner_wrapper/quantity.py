@@ -23,6 +23,8 @@ import math
 import re
 from decimal import Decimal, InvalidOperation, ROUND_CEILING
 
+from runner_wrapper.humanize import human_bytes
+
 __all__ = [
     "QuantityError",
     "parse_quantity",
@@ -183,15 +185,3 @@ def format_cpu(cores: float) -> str:
         raise QuantityError(f"cannot format CPU {cores!r}")
     milli = math.ceil(round(cores * 1000, 6))
     return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
-
-
-def human_bytes(nbytes: int | float | None) -> str:
-    """Human-readable binary size for logs: ``4.0 GiB``, ``512.0 MiB``, ``n/a``."""
-    if nbytes is None:
-        return "n/a"
-    n = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(n) < 1024 or unit == "PiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} EiB"  # pragma: no cover

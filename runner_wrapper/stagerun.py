@@ -26,6 +26,7 @@ import os
 import sys
 import time
 
+from runner_wrapper.humanize import human_bytes
 from runner_wrapper.sinks import say
 from runner_wrapper.state import StageFigures, load_state, process_start_ticks, save_state, state_path
 
@@ -262,18 +263,6 @@ def run_in_group(argv: list[str], group: Any, env: Mapping[str, str], interval: 
     return ex, counters, result, leftover, (received[0] if received else None)
 
 
-def _hb(nbytes: int | float | None) -> str:
-    """:func:`runner_wrapper.quantity.human_bytes` without importing ``decimal`` (a test checks they agree)."""
-    if nbytes is None:
-        return "n/a"
-    n = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(n) < 1024 or unit == "PiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} EiB"  # pragma: no cover
-
-
 def _print_marker(s: StageSettings, environ: Mapping[str, str], state: JobState) -> None:
     from runner_wrapper.accounting import host_dict, record_dict
     from runner_wrapper.sinks import marker_line
@@ -367,14 +356,14 @@ def run_stage(s: StageSettings, environ: Mapping[str, str], env: DriverEnv, scri
         approx = " (approximate: psutil sampling)" if counters.approximate else ""
         what = f"{oom} process{'es' if oom != 1 else ''} killed"
         if code == 137:
-            say(f"OOM: the build was killed at its memory limit of {_hb(lim) if lim else 'the host memory'}"
-                f" (peak {_hb(peak)}, {what}){approx}")
+            say(f"OOM: the build was killed at its memory limit of {human_bytes(lim) if lim else 'the host memory'}"
+                f" (peak {human_bytes(peak)}, {what}){approx}")
         else:
-            say(f"WARNING: OOM: {what} at the memory limit of {_hb(lim) if lim else 'the host memory'}"
-                f" (peak {_hb(peak)}), but the stage script still succeeded{approx}")
+            say(f"WARNING: OOM: {what} at the memory limit of {human_bytes(lim) if lim else 'the host memory'}"
+                f" (peak {human_bytes(peak)}), but the stage script still succeeded{approx}")
     if main_stage or code != 0:
         cpu = state.stages[-1].cpu_seconds
-        say(f"{stage}: peak memory {_hb(peak)}, CPU {cpu or 0:.1f} s"
+        say(f"{stage}: peak memory {human_bytes(peak)}, CPU {cpu or 0:.1f} s"
             + (f" (max {sampled.cpu_max_cores:.1f} cores)" if sampled.cpu_max_cores is not None else "")
             + f", wall {wall:.1f} s" + (" [approximate]" if counters.approximate else ""))
         _print_marker(s, environ, state)

@@ -17,9 +17,8 @@ from runner_wrapper import record as record_mod
 from runner_wrapper.accounting import build_record, host_dict, host_info, record_dict
 from runner_wrapper.cgroup.base import Counters, Sample
 from runner_wrapper.lean import Record
-from runner_wrapper.quantity import human_bytes
 from runner_wrapper.sinks import MARKER_MAX_BYTES, MARKER_PREFIX, marker_line
-from runner_wrapper.stagerun import _hb, stage_group_name
+from runner_wrapper.stagerun import stage_group_name
 from runner_wrapper.state import JobState, StageFigures
 
 from .conftest import make_payload, v1_usable, write_config
@@ -100,11 +99,6 @@ def test_lean_hmac_is_hmac_sha256(key, message):
     from runner_wrapper.sinks import hmac_sha256_hex
 
     assert hmac_sha256_hex(key, message) == hmac.new(key, message, hashlib.sha256).hexdigest()
-
-
-@given(st.one_of(st.none(), st.integers(min_value=0, max_value=2**70), st.floats(min_value=0, max_value=1e22)))
-def test_lean_human_bytes_agrees_with_quantity(n):
-    assert _hb(n) == human_bytes(n)
 
 
 @pytest.mark.parametrize("stage", ["build_script", "step_a b//c", "__x  y__", "", "é@@ü_a", "a" * 100, "step_*"])
