@@ -22,12 +22,13 @@ Typical use::
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 import json
 import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable, Mapping
+
+from runner_wrapper import marker as _marker
 
 __all__ = [
     "SCHEMA",
@@ -51,9 +52,9 @@ __all__ = [
 #: Schema identifier; bump the number on an incompatible change.
 SCHEMA = "gitlab-rightsizer/usage-record/v1"
 #: The job-log marker line starts with this (after optional ANSI/CR noise).
-MARKER_PREFIX = "RIGHTSIZER-USAGE v1 "
+MARKER_PREFIX = _marker.MARKER_PREFIX
 #: A marker line, including its newline, never exceeds this.
-MARKER_MAX_BYTES = 4096
+MARKER_MAX_BYTES = _marker.MARKER_MAX_BYTES
 
 _MARKER_RE = re.compile(rb"RIGHTSIZER-USAGE v1 ([A-Za-z0-9_\-]+={0,2})")
 
@@ -244,16 +245,14 @@ def _typed(d: Mapping[str, Any], key: str, typ: type, where: str) -> Any:
 
 def canonical_json(data: Mapping[str, Any]) -> bytes:
     """The bytes that are signed: sorted keys, compact, UTF-8, without ``signature``."""
-    body = {k: v for k, v in data.items() if k != "signature"}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    return _marker.canonical_json({k: v for k, v in data.items() if k != "signature"})
 
 
 def sign_record(data: Mapping[str, Any], key: bytes, key_id: str = "default") -> dict[str, Any]:
     """Return a copy of ``data`` with a ``signature`` member (HMAC-SHA256, hex)."""
     if not key:
         raise RecordError("empty signing key")
-    mac = hmac.new(key, canonical_json(data), hashlib.sha256).hexdigest()
+    mac = _marker.hmac_sha256_hex(key, canonical_json(data))
     out = dict(data)
     out["signature"] = {"alg": "hmac-sha256", "key_id": key_id, "value": mac}
     return out
@@ -272,7 +271,7 @@ def verify_record(data: Mapping[str, Any], keys: Mapping[str, bytes]) -> UsageRe
     if key is None:
         raise RecordError(f"usage record signed with unknown key id {sig.get('key_id')!r}")
     try:
-        expected = hmac.new(key, canonical_json(data), hashlib.sha256).hexdigest()
+        expected = _marker.hmac_sha256_hex(key, canonical_json(data))
     except (TypeError, ValueError) as exc:
         raise RecordError(f"usage record cannot be canonicalised: {exc}") from exc
     if not hmac.compare_digest(expected, str(sig.get("value", ""))):
@@ -290,20 +289,12 @@ def encode_marker(data: Mapping[str, Any], key: bytes, key_id: str = "default") 
     (``stages_truncated: true``) and the record is re-signed; the totals are
     always kept.
     """
-    candidates = [dict(data)]
-    if data.get("stages"):
-        candidates.append({**data, "stages": [], "stages_truncated": True})
-    for candidate in candidates:
-        signed = sign_record(candidate, key, key_id)
-        line = MARKER_PREFIX + base64.urlsafe_b64encode(_compact(signed)).decode("ascii")
-        if len(line) + 1 <= MARKER_MAX_BYTES:
-            return line
-    raise RecordError("usage record does not fit in a 4 KiB marker even without stages")
-
-
-def _compact(data: Mapping[str, Any]) -> bytes:
-    return json.dumps(dict(data), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    if not key:
+        raise RecordError("empty signing key")
+    try:
+        return _marker.marker_line(data, key, key_id)
+    except (TypeError, ValueError) as exc:
+        raise RecordError(str(exc)) from exc
 
 
 def decode_marker(line: str | bytes) -> dict[str, Any]:

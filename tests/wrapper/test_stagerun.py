@@ -17,7 +17,7 @@ from runner_wrapper import record as record_mod
 from runner_wrapper.accounting import build_record, host_dict, host_info, record_dict
 from runner_wrapper.cgroup.base import Counters, Sample
 from runner_wrapper.lean import Record
-from runner_wrapper.sinks import MARKER_MAX_BYTES, MARKER_PREFIX, marker_line
+from runner_wrapper.marker import MARKER_MAX_BYTES, marker_line
 from runner_wrapper.stagerun import stage_group_name
 from runner_wrapper.state import JobState, StageFigures
 
@@ -52,13 +52,13 @@ def test_record_dict_is_exactly_the_records_to_dict(counters):
     assert record_mod.UsageRecord.from_dict(lean).to_dict() == full
 
 
-def test_marker_is_byte_for_byte_the_records_marker():
-    assert (MARKER_PREFIX, MARKER_MAX_BYTES) == (record_mod.MARKER_PREFIX, record_mod.MARKER_MAX_BYTES)
+def test_the_lean_paths_marker_verifies_and_fits():
     host = host_dict("cgroup-v1", False)
-    for n in (1, 3, 60):  # 60 stages do not fit in 4 KiB: both drop the stages and re-sign
+    for n in (1, 3, 60):  # 60 stages do not fit in 4 KiB: the stages are dropped and the record re-signed
         rec = record_dict(_state(n), host, 1100.0, "2026-01-01T00:01:40Z")
-        assert marker_line(rec, KEY, "farm") == record_mod.encode_marker(rec, KEY, "farm")
-        got = record_mod.find_markers(marker_line(rec, KEY, "farm"))[0]
+        line = marker_line(rec, KEY, "farm")
+        assert len(line) + 1 <= MARKER_MAX_BYTES
+        got = record_mod.find_markers(line)[0]
         assert record_mod.verify_record(got, {"farm": KEY}).job.id == 77
         assert got["stages_truncated"] is (n == 60)
     huge = record_dict(_state(1), host, 1100.0, "x")
@@ -76,14 +76,14 @@ _JSON = st.recursive(
 
 @given(_JSON)
 def test_canonical_json_is_json_dumps(value):
-    from runner_wrapper.sinks import canonical_json
+    from runner_wrapper.marker import canonical_json
 
     assert canonical_json(value) == json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                                                allow_nan=False).encode("utf-8")
 
 
 def test_canonical_json_refuses_what_json_refuses():
-    from runner_wrapper.sinks import canonical_json
+    from runner_wrapper.marker import canonical_json
 
     for bad in (float("nan"), {"a": float("inf")}, {1: "x"}, {"a": object()}):
         with pytest.raises((ValueError, TypeError)):
@@ -96,7 +96,7 @@ def test_lean_hmac_is_hmac_sha256(key, message):
     import hashlib
     import hmac
 
-    from runner_wrapper.sinks import hmac_sha256_hex
+    from runner_wrapper.marker import hmac_sha256_hex
 
     assert hmac_sha256_hex(key, message) == hmac.new(key, message, hashlib.sha256).hexdigest()
 
