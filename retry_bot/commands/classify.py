@@ -132,12 +132,9 @@ def run(args: argparse.Namespace) -> int:
     if key:
         register_secret(key)
         keys[args.signing_key_id] = key.encode("utf-8")
-    record, rejected = extract_verified_record(tail, keys)
-    if rejected:
-        warnings.append(rejected)
-        log.warning("usage_record_rejected", reason=rejected)
 
     # job facts: the job JSON, else the verified (signed, so trustworthy) usage record
+    facts: JobFacts | None = None
     if args.job_json is not None:
         try:
             data = json.loads(args.job_json.read_text("utf-8"))
@@ -151,9 +148,18 @@ def run(args: argparse.Namespace) -> int:
         except JobJsonError as exc:
             return _fail(f"{args.job_json}: {exc}")
         facts_source = "job-json"
-    elif record is not None:
-        facts, facts_source = facts_from_record(record), "usage-record"
+    # the record must be this job's: a replayed marker of another job is rejected (docs/usage-record.md)
+    if facts is None:
+        record, rejected = extract_verified_record(tail, keys)
     else:
+        record, rejected = extract_verified_record(tail, keys, job_id=facts.job_id or None,
+                                                   project_id=facts.project_id or None, created_at=facts.created_at)
+    if rejected:
+        warnings.append(rejected)
+        log.warning("usage_record_rejected", reason=rejected)
+    if facts is None and record is not None:
+        facts, facts_source = facts_from_record(record), "usage-record"
+    elif facts is None:
         facts, facts_source = JobFacts(job_id=0, name=OFFLINE_JOB_NAME), "none"
     from dataclasses import replace
 

@@ -151,7 +151,9 @@ def test_job_json_still_wins_over_the_record(capsys, tmp_path, monkeypatch):
     d = json.loads(out)
     assert rc == 0 and (d["job_id"], d["facts_source"]) == (7, "job-json")
     assert d["rule"] != "record-oom-kill"  # the record is another job's: ignored, and said so
-    assert any("usage record ignored" in e for e in d["evidence"])
+    # rejected where it is extracted, as a replay bound to another job, and said so
+    assert d["usage_record"]["verified"] is False
+    assert "replayed usage marker of job 4242" in d["usage_record"]["rejected"]
 
 
 def test_reason_reads_naturally_without_job_facts(capsys, trace):
