@@ -97,13 +97,29 @@ class VariableNames(NamedTuple):
 
 
 class SigningSettings(NamedTuple):
-    #: Literal key in the file (keep the file mode 0600); ``key_env`` is preferred.
+    #: Literal key in the file (keep the file mode 0600); ``key_file`` is preferred.
     key: str = ""
     key_env: str = "RIGHTSIZER_SIGNING_KEY"
     key_id: str = "default"
+    #: A root-only file (0600) holding the key on its first line; read by the driver when it signs,
+    #: never placed in any environment.  Wins over ``key_env`` and ``key``.
+    key_file: str = ""
+    #: Run every stage script as this unprivileged user (the driver must run as root), so a build
+    #: cannot read the key (docs/usage-record.md, "Threat model").  Empty = the driver's own uid.
+    build_user: str = ""
+    #: Root-owned (0711) parent of the per-job directories of ``build_user`` (``job-<id>``, its TMPDIR).
+    build_dir: str = "/var/lib/gitlab-rightsizer/build"
 
     def resolve_key(self, environ: Mapping[str, str] | None = None) -> bytes | None:
-        """The signing key, or ``None`` when none is configured (records go unsigned)."""
+        """The signing key, or ``None`` when none is configured or ``key_file`` is unreadable
+        (records go unsigned; ``runner-wrapper doctor`` says why)."""
+        if self.key_file:
+            from runner_wrapper.isolation import read_key_file
+
+            try:
+                return read_key_file(self.key_file)
+            except (OSError, ValueError):
+                return None
         env = os.environ if environ is None else environ
         value = env.get(self.key_env, "") if self.key_env else ""
         value = value or self.key
@@ -288,7 +304,13 @@ def config_from_mapping(data: Mapping[str, Any], source: str | None = None) -> W
 
     sig = r.table("signing")
     signing = SigningSettings(key=sig.str("key", ""), key_env=sig.str("key_env", _d(SigningSettings, 'key_env')),
-                              key_id=sig.str("key_id", "default") or "default")
+                              key_id=sig.str("key_id", "default") or "default", key_file=sig.str("key_file", ""),
+                              build_user=sig.str("build_user", ""),
+                              build_dir=sig.str("build_dir", _d(SigningSettings, 'build_dir')))
+    if signing.build_dir and not signing.build_dir.startswith("/"):
+        problems.append(f"{where}: [signing] build_dir = {signing.build_dir!r}: must be an absolute path")
+    if signing.key_file and not signing.key_file.startswith("/"):
+        problems.append(f"{where}: [signing] key_file = {signing.key_file!r}: must be an absolute path")
     sig.done()
 
     sk = r.table("sinks")

@@ -46,10 +46,26 @@ def diagnose(cfg: WrapperConfig, environ: Mapping[str, str]) -> dict[str, Any]:
         facts["selection"] = []
     key = cfg.signing.resolve_key(environ)
     facts["signing"] = (f"HMAC-SHA256 with key id {cfg.signing.key_id!r}" if key else
-                        f"NO KEY (set ${cfg.signing.key_env} or [signing] key): records will be unsigned "
+                        f"NO KEY (set [signing] key_file, ${cfg.signing.key_env} or [signing] key): records will be unsigned "
                         f"and the retry bot will ignore them")
     if not key:
         problems.append("no signing key configured")
+    warnings: list[str] = []
+    if key:  # can a build get this key, or change the figures it signs? (docs/usage-record.md, threat model)
+        from runner_wrapper.isolation import protection_report
+
+        summary, warns, probs = protection_report(cfg.signing, cfg.executor.builds_dir, cfg.executor.state_dir,
+                                                  cfg.source)
+        facts["record_protection"] = summary
+        warnings += warns
+        problems += probs
+    elif cfg.signing.key_file:
+        from runner_wrapper.isolation import read_key_file
+
+        try:
+            read_key_file(cfg.signing.key_file)
+        except (OSError, ValueError) as exc:
+            problems.append(f"[signing] key_file {cfg.signing.key_file}: {getattr(exc, 'strerror', None) or exc}")
     lim = cfg.limits
     plan = []
     b = facts.get("backend") or {}
@@ -81,6 +97,7 @@ def diagnose(cfg: WrapperConfig, environ: Mapping[str, str]) -> dict[str, Any]:
         ([f"textfile {cfg.sinks.textfile}"] if cfg.sinks.textfile else [])
     plan.append("usage records go to: " + ", ".join(sinks))
     facts["plan"] = plan
+    facts["warnings"] = warnings
     facts["problems"] = problems
     return facts
 
@@ -109,9 +126,13 @@ def run_doctor(cfg: WrapperConfig, environ: Mapping[str, str], as_json: bool = F
         w(f"memory peak from:  {b.get('memory_peak_file')}\n")
         w(f"cgroup.kill:       {'yes' if b.get('cgroup_kill') else 'no'}\n")
     w(f"signing:           {d['signing']}\n")
+    if d.get("record_protection"):
+        w(f"record protection: {d['record_protection']}\n")
     w("the wrapper will:\n")
     for p in d["plan"]:
         w(f"  * {p}\n")
+    for p in d["warnings"]:
+        w(f"WARNING: {p}\n")
     for p in d["problems"]:
         w(f"PROBLEM: {p}\n")
     # Non-zero when anything needs fixing, so `runner-wrapper doctor && ...` and monitoring notice.

@@ -315,6 +315,13 @@ def cmd_cleanup(cfg: WrapperConfig, environ: Mapping[str, str]) -> int:
     except CgroupError as exc:
         log.error("cleanup could not remove the job cgroup", job_id=job.id, error=str(exc))
         rc = env.system_failure
+    if cfg.signing.build_user:  # the build user's per-job directory (runner_wrapper.isolation)
+        from runner_wrapper.isolation import IsolationError, remove_job_build_dir, resolve_build_user
+
+        try:
+            remove_job_build_dir(cfg.signing.build_dir, job.id, resolve_build_user(cfg.signing.build_user))
+        except IsolationError as exc:
+            log.warning("build directory not removed", job_id=job.id, error=str(exc))
     if state is None:
         log.warning("no job state: prepare did not run or its state was lost; no usage record", job_id=job.id)
         return rc

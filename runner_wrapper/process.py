@@ -18,7 +18,7 @@ from runner_wrapper.lean import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing and signal (which imports enum) stay out of the per-stage start-up path
-    from typing import Mapping, Sequence
+    from typing import Callable, Mapping, Sequence
 
 __all__ = ["SpawnError", "Exit", "spawn_in_cgroup", "wait_child"]
 
@@ -48,8 +48,12 @@ class Exit(Record):
 
 
 def spawn_in_cgroup(argv: Sequence[str], attach_files: Sequence[str], env: Mapping[str, str],
-                    cwd: str | None = None) -> int:
-    """Fork, join the cgroup(s), ``exec``; returns the child's pid or raises :class:`SpawnError`."""
+                    cwd: str | None = None, pre_exec: Callable[[], None] | None = None) -> int:
+    """Fork, join the cgroup(s), ``exec``; returns the child's pid or raises :class:`SpawnError`.
+
+    ``pre_exec`` runs in the child after it joined the cgroup (as root, the only moment it may write
+    ``cgroup.procs``) and before ``cwd``/``exec``: :mod:`runner_wrapper.isolation` drops privileges there.
+    """
     r, w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:  # child: only async-signal-safe-ish work, then exec
@@ -65,6 +69,8 @@ def spawn_in_cgroup(argv: Sequence[str], attach_files: Sequence[str], env: Mappi
                     os.write(fd, b"0" if path.endswith("/tasks") else me)
                 finally:
                     os.close(fd)
+            if pre_exec is not None:
+                pre_exec()
             if cwd:
                 os.chdir(cwd)
             os.execvpe(argv[0], list(argv), dict(env))

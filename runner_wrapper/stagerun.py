@@ -48,6 +48,9 @@ CONFIG_JSON_ENV = "RUNNER_WRAPPER_CONFIG_JSON"  # same name as runner_wrapper.co
 SETTINGS_ENV = "RUNNER_WRAPPER_STAGE_SETTINGS"
 _SETTINGS_FORMAT = 1
 CONFIG_ENV = "RUNNER_WRAPPER_CONFIG"
+#: The default names of the wrapper's secrets: hidden from builds even when the configuration names
+#: others (an admin who moved the key to ``key_file`` may have left the old variable in the runner's env).
+_DEFAULT_SECRET_ENV = ("RIGHTSIZER_SIGNING_KEY", "RIGHTSIZER_COLLECTOR_TOKEN", "RIGHTSIZER_ALLOCATION_TOKEN")
 DEFAULT_CONFIG_PATH = "/etc/gitlab-rightsizer/wrapper.toml"
 
 
@@ -87,7 +90,8 @@ class StageSettings:
     """The few settings a stage needs, from a :class:`~runner_wrapper.config.WrapperConfig` or its JSON."""
 
     __slots__ = ("state_dir", "shell", "sampler_interval", "hidden_env", "key_env", "key", "key_id", "hostname",
-                 "runner_name", "v1_root", "v2_root", "parent", "limit_swap", "psutil_enforce_memory")
+                 "runner_name", "v1_root", "v2_root", "parent", "limit_swap", "psutil_enforce_memory",
+                 "key_file", "build_user", "build_dir")
 
     def __init__(self, **kw: Any) -> None:
         for name in self.__slots__:
@@ -103,14 +107,22 @@ class StageSettings:
         """From ``config_to_json``'s document; ``KeyError``/``TypeError`` when it is not one."""
         ex, cg, sig = d["executor"], d["cgroup"], d["signing"]
         hidden = {d["sinks"]["collector_token_env"], d["allocation"]["token_env"], sig["key_env"], CONFIG_JSON_ENV,
-                  SETTINGS_ENV}
+                  SETTINGS_ENV, *_DEFAULT_SECRET_ENV}
         return cls(state_dir=ex["state_dir"], shell=tuple(ex["shell"]), sampler_interval=float(d["sampler_interval"]),
                    hidden_env=frozenset(h for h in hidden if h), key_env=sig["key_env"], key=sig["key"],
                    key_id=sig["key_id"], hostname=ex["hostname"], runner_name=ex["runner_name"],
                    v1_root=cg["v1_root"], v2_root=cg["v2_root"], parent=cg["parent"], limit_swap=cg["limit_swap"],
-                   psutil_enforce_memory=ex["psutil_enforce_memory"])
+                   psutil_enforce_memory=ex["psutil_enforce_memory"], key_file=sig.get("key_file", ""),
+                   build_user=sig.get("build_user", ""), build_dir=sig.get("build_dir", ""))
 
     def resolve_key(self, environ: Mapping[str, str]) -> bytes | None:
+        if self.key_file:  # read only now, by the driver (the build cannot: runner_wrapper.isolation)
+            from runner_wrapper.isolation import read_key_file
+
+            try:
+                return read_key_file(self.key_file)
+            except (OSError, ValueError):
+                return None
         value = (environ.get(self.key_env, "") if self.key_env else "") or self.key
         return value.encode("utf-8") if value else None
 
@@ -224,7 +236,8 @@ def _alive(pid: int) -> bool:
 
 
 def run_in_group(argv: list[str], group: Any, env: Mapping[str, str], interval: float,
-                 on_signal: Any = None, cwd: str | None = None) -> tuple[Any, Any, Any, int, int | None]:
+                 on_signal: Any = None, cwd: str | None = None,
+                 pre_exec: Any = None) -> tuple[Any, Any, Any, int, int | None]:
     """Run ``argv`` inside ``group`` with the sampler and a cgroup-killing SIGTERM handler.
 
     Returns ``(exit, counters, sampler_result, leftover_killed, signal_received)``.
@@ -247,7 +260,7 @@ def run_in_group(argv: list[str], group: Any, env: Mapping[str, str], interval: 
     old = {s: _signal.signal(s, handler) for s in _HANDLED}
     try:
         attach = group.attach_files()
-        pid = spawn_in_cgroup(argv, attach, env, cwd=cwd)
+        pid = spawn_in_cgroup(argv, attach, env, cwd=cwd, pre_exec=pre_exec)
         if not attach:
             group.add_pid(pid)
         sampler = Sampler(group.sample, interval, alive=lambda: _alive(pid)).start()
@@ -300,6 +313,17 @@ def run_stage(s: StageSettings, environ: Mapping[str, str], env: DriverEnv, scri
     main_stage = stage in ("build_script", "step_script")  # runner_wrapper.accounting.MAIN_STAGES
     backend = open_backend(state.backend, s)
     attempt = state.next_attempt(stage)
+    argv, build_env, pre_exec = list(s.shell) + [script], child_env(s, environ), None
+    if s.build_user:  # the build runs as another user: it cannot read the signing key (docs/usage-record.md)
+        from runner_wrapper.isolation import IsolationError, job_build_dir, resolve_build_user, stage_launch
+
+        try:
+            user = resolve_build_user(s.build_user)
+            copy, build_env, pre_exec = stage_launch(user, job_build_dir(s.build_dir, job_id, user), script,
+                                                     stage, attempt, build_env)
+        except IsolationError as exc:
+            raise SystemFailure(str(exc)) from None
+        argv[-1] = copy
     group = backend.group(stage_group_name(job_id, stage, attempt))
     limits = state.limits
     try:
@@ -316,7 +340,7 @@ def run_stage(s: StageSettings, environ: Mapping[str, str], env: DriverEnv, scri
     started = time.monotonic()
     try:
         ex, counters, sampled, leftover, got_signal = run_in_group(
-            list(s.shell) + [script], group, child_env(s, environ), s.sampler_interval)
+            argv, group, build_env, s.sampler_interval, pre_exec=pre_exec)
     except SpawnError as exc:
         try:
             group.remove()
