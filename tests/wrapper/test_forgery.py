@@ -237,3 +237,36 @@ def test_the_attack_is_real_without_a_build_user(tmp_path, cg_parent, public_dir
     assert "key from /proc/" in out, out
     rec, _why = extract_verified_record(trace, KEYS, job_id=956, project_id=7)
     assert rec is not None and rec.usage.memory_peak_bytes == 64 * GiB and rec.usage.oom_kills == 1
+
+
+def test_replaying_another_jobs_genuine_record_from_a_build(tmp_path, cg_parent, public_dir):
+    """Job 961's genuine marker (a real 200 MiB peak), printed by job 962's after_script after 962's own
+    marker: for job 962 the bot keeps 962's record; the replay is named as such."""
+    from retry_bot.classify import classify, load_taxonomy
+    from retry_bot.model import JobFacts
+
+    cfg = _config(tmp_path, cg_parent, public_dir, "")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = job_dir(tmp_path / "a", cfg, make_payload(961))
+    assert a.call("prepare").returncode == 0
+    big = a.script("big.sh", f"{BUILD_PYTHON} -c \"b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096])\""
+                             "\nexit 1")
+    pa = a.call("run", str(big), "build_script")
+    assert pa.returncode == 7 and a.call("cleanup").returncode == 0
+    replay = [ln for ln in pa.stdout.decode().splitlines() if ln.startswith("RIGHTSIZER-USAGE v1 ")][-1]
+
+    b = job_dir(tmp_path / "b", cfg, make_payload(962))
+    assert b.call("prepare").returncode == 0
+    pb = b.call("run", str(b.script("s.sh", "echo small; exit 1")), "build_script")
+    pr = b.call("run", str(b.script("after.sh", f"echo '{replay}'")), "after_script")
+    assert b.call("cleanup").returncode == 0
+    t = pb.stdout + pr.stdout
+    found = extract_verified_record(t, KEYS)  # offline: two jobs' genuine markers, neither trusted
+    assert found[0] is None and "cannot tell which is this job's" in found[1]
+    rec, why = extract_verified_record(t, KEYS, job_id=962, project_id=7)
+    assert rec.job.id == 962 and rec.usage.memory_peak_bytes < 100 * 2**20
+    assert "replayed usage marker of job 961" in why
+    verdict = classify(JobFacts(job_id=962, name="build", failure_reason="script_failure", exit_code=1), t,
+                       load_taxonomy(), rec)
+    assert verdict.family.value != "oom" and not any("961" in e for e in verdict.evidence)
