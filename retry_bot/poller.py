@@ -328,8 +328,7 @@ class Poller:
         tail = self.client.trace_tail(proj.id, jid, self.settings.trace_tail_bytes)
         facts = self._facts(proj, job, details)
         # bound to this job: a replayed marker of another job is rejected, never trusted (docs/usage-record.md)
-        record, rejected = extract_verified_record(tail, self.keys, job_id=jid, project_id=facts.project_id or None,
-                                                   created_at=facts.created_at)
+        record, rejected = extract_verified_record(tail, self.keys, job_id=jid, project_id=facts.project_id or None)
         if rejected:
             log.warning("usage_record_rejected", job_url=facts.web_url, reason=rejected)
         if record is not None:

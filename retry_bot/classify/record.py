@@ -3,57 +3,43 @@
 A build can print anything into its own log, including a genuine, correctly signed marker of
 *another* job (copied from a public job log): a replay.  The signature proves the wrapper wrote it,
 not that it describes this job.  So a marker only counts for the job it names (``job.id``, and
-``job.project_id`` when both are known), and not when it started before the job was created; among
-this job's markers the one covering the most wall time wins (markers are cumulative, so a replay of
+``job.project_id`` when both are known), and among this job's markers the one covering the most wall time wins (markers are cumulative, so a replay of
 the job's own earlier marker cannot hide what came after it).  See ``docs/usage-record.md``,
 "Threat model".
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from typing import Mapping
 
 from runner_wrapper.record import RecordError, UsageRecord, find_markers, verify_record
 
-__all__ = ["extract_verified_record", "CLOCK_SKEW"]
-
-#: A record may start this much before GitLab's ``created_at`` (runner and GitLab clocks differ).
-CLOCK_SKEW = timedelta(minutes=5)
+__all__ = ["extract_verified_record"]
 
 
-def _when(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo is not None else None
+def _foreign(record: UsageRecord, job_id: int | None, project_id: int | None) -> str | None:
+    """Why a verified record is not this job's, or ``None``.
 
-
-def _foreign(record: UsageRecord, job_id: int | None, project_id: int | None, created: datetime | None) -> str | None:
-    """Why a verified record is not this job's, or ``None``."""
+    Job ids are unique in a GitLab instance (the primary key of ``ci_builds``), so the id binds a
+    record to one job; the project is checked too.  Times are not compared with GitLab's: a runner
+    host's clock may be off, and rejecting a genuine record for it would silently drop kernel OOM
+    evidence (docs/usage-record.md, "Threat model").
+    """
     rj = record.job
     if job_id and rj.id != job_id:
         return f"replayed usage marker of job {rj.id} (project {rj.project_id}), not this job {job_id}: ignored"
     if job_id and project_id and rj.project_id is not None and rj.project_id != project_id:
         return f"usage marker of job {rj.id} in project {rj.project_id}, not this job's project {project_id}: ignored"
-    started = _when(record.started_at)
-    if created is not None and started is not None and started < created - CLOCK_SKEW:
-        return (f"usage marker of job {rj.id} started {record.started_at}, before this job was created "
-                f"({created.isoformat()}): replayed, ignored")
     return None
 
 
 def extract_verified_record(trace: bytes, keys: Mapping[str, bytes], *, job_id: int | None = None,
-                            project_id: int | None = None,
-                            created_at: str | None = None) -> tuple[UsageRecord | None, str | None]:
+                            project_id: int | None = None) -> tuple[UsageRecord | None, str | None]:
     """Return this job's usage record from the trace, and why other markers were rejected.
 
-    ``job_id``/``project_id``/``created_at`` name the job the trace belongs to (from GitLab, never from
-    the trace); every marker whose signature verifies but that names another job, another project or
-    an earlier time is rejected as a replay.  Without ``job_id`` (an offline trace) the markers must
+    ``job_id``/``project_id`` name the job the trace belongs to (from GitLab, never from the trace);
+    every marker whose signature verifies but that names another job or another project is rejected
+    as a replay.  Without ``job_id`` (an offline trace) the markers must
     all name one job; when verified markers of several jobs are present none is trusted.
 
     ``(record, None)``: a record verified and no marker was rejected;
@@ -69,7 +55,6 @@ def extract_verified_record(trace: bytes, keys: Mapping[str, bytes], *, job_id: 
         return None, f"cannot scan for usage markers: {exc}"
     if not markers:
         return None, None
-    created = _when(created_at)
     rejected: list[str] = []
     mine: list[tuple[float, int, UsageRecord]] = []
     for position, data in enumerate(markers):
@@ -81,7 +66,7 @@ def extract_verified_record(trace: bytes, keys: Mapping[str, bytes], *, job_id: 
         except RecordError as exc:
             rejected.append(str(exc))
             continue
-        why = _foreign(record, job_id, project_id, created)
+        why = _foreign(record, job_id, project_id)
         if why:
             rejected.append(why)
             continue

@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         record, rejected = extract_verified_record(tail, keys)
     else:
         record, rejected = extract_verified_record(tail, keys, job_id=facts.job_id or None,
-                                                   project_id=facts.project_id or None, created_at=facts.created_at)
+                                                   project_id=facts.project_id or None)
     if rejected:
         warnings.append(rejected)
         log.warning("usage_record_rejected", reason=rejected)

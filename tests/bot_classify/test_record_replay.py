@@ -50,18 +50,17 @@ def test_a_replay_alone_is_no_record_at_all():
     assert rec is None and "replayed usage marker of job 901" in why
 
 
-def test_same_job_id_in_another_project_or_before_the_job_existed_is_rejected():
+def test_same_job_id_in_another_project_is_rejected():
     other_project = record(902, project_id=8, oom_kills=1)
     rec, why = extract_verified_record(trace(line(other_project)), KEYS, job_id=902, project_id=7)
     assert rec is None and "in project 8, not this job's project 7" in why
-    old = record(902, oom_kills=1, started_at="2026-10-01T00:00:00Z")
-    rec, why = extract_verified_record(trace(line(old)), KEYS, job_id=902, project_id=7,
-                                       created_at="2026-11-01T09:59:00Z")
-    assert rec is None and "before this job was created" in why
-    fresh = record(902, started_at="2026-11-01T09:58:00Z")  # runner clock 1 min behind GitLab's: fine
-    rec, why = extract_verified_record(trace(line(fresh)), KEYS, job_id=902, project_id=7,
-                                       created_at="2026-11-01T09:59:00Z")
-    assert rec is not None and why is None
+
+
+def test_a_runner_clock_far_off_does_not_lose_the_jobs_own_record():
+    # times are not compared with GitLab's: a host with a wrong clock keeps its OOM evidence
+    skewed = record(902, oom_kills=1, started_at="2019-01-01T00:00:00Z")
+    rec, why = extract_verified_record(trace(line(skewed)), KEYS, job_id=902, project_id=7)
+    assert rec is not None and rec.oom_killed and why is None
 
 
 def test_replaying_the_jobs_own_earlier_marker_cannot_hide_a_later_oom():
