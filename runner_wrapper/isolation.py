@@ -128,7 +128,7 @@ def job_build_dir(base: str, job_id: int, user: BuildUser) -> str:
         st = os.lstat(base)
     except OSError as exc:
         raise IsolationError(f"[signing] build_dir {base}: cannot create: {exc.strerror}") from None
-    if st.st_uid != 0 or st.st_mode & 0o022 or not (st.st_mode & 0o040000):
+    if st.st_uid != 0 or st.st_mode & 0o022 or (st.st_mode & 0o170000) != 0o040000:  # S_ISDIR, not a symlink
         raise IsolationError(f"[signing] build_dir {base} must be a directory owned by root and writable only "
                              f"by root (it is uid {st.st_uid}, mode {st.st_mode & 0o777:04o})")
     path = os.path.join(base, f"job-{job_id}")
