@@ -108,8 +108,18 @@ def _config(tmp_path: Path, parent: str, public: Path, signing: str) -> Path:
     return out
 
 
-def _hostile_job(tmp_path: Path, cfg: Path, job_id: int, known: list[str]):
+def _job(tmp_path: Path, cfg: Path, job_id: int):
+    """A job as GitLab Runner drives it: ``config`` first, its ``job_env`` in every later call (so
+    ``run`` takes the lean stage path, as in production)."""
     jd = job_dir(tmp_path, cfg, make_payload(job_id))
+    c = jd.call("config")
+    assert c.returncode == 0, c.stderr.decode()
+    jd.env.update(json.loads(c.stdout)["job_env"])
+    return jd
+
+
+def _hostile_job(tmp_path: Path, cfg: Path, job_id: int, known: list[str]):
+    jd = _job(tmp_path, cfg, job_id)
     forged = {"schema": "gitlab-rightsizer/usage-record/v1",
               "job": {"id": job_id, "project_id": 7, "project_path": "group/p", "pipeline_id": 99, "name": "build",
                       "stage": "build", "ref": "main", "protected": True, "url": None, "variables": {}},
@@ -175,7 +185,7 @@ def test_build_cannot_read_a_literal_key_in_a_private_config(tmp_path, cg_parent
 
 def test_build_runs_as_the_build_user_with_its_own_tmpdir_and_home(tmp_path, cg_parent, public_dir):
     cfg = _config(tmp_path, cg_parent, public_dir, "")
-    jd = job_dir(tmp_path, cfg, make_payload(954))
+    jd = _job(tmp_path, cfg, 954)
     assert jd.call("prepare").returncode == 0
     s = jd.script("id.sh", 'echo "uid=$(id -u) tmp=$TMPDIR home=$HOME user=$USER"; touch "$TMPDIR/x"; '
                            'cat "$JOB_RESPONSE_FILE" || echo no-response-file; echo "$RIGHTSIZER_SIGNING_KEY"')
@@ -248,7 +258,7 @@ def test_replaying_another_jobs_genuine_record_from_a_build(tmp_path, cg_parent,
     cfg = _config(tmp_path, cg_parent, public_dir, "")
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    a = job_dir(tmp_path / "a", cfg, make_payload(961))
+    a = _job(tmp_path / "a", cfg, 961)
     assert a.call("prepare").returncode == 0
     big = a.script("big.sh", f"{BUILD_PYTHON} -c \"b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096])\""
                              "\nexit 1")
@@ -256,7 +266,7 @@ def test_replaying_another_jobs_genuine_record_from_a_build(tmp_path, cg_parent,
     assert pa.returncode == 7 and a.call("cleanup").returncode == 0
     replay = [ln for ln in pa.stdout.decode().splitlines() if ln.startswith("RIGHTSIZER-USAGE v1 ")][-1]
 
-    b = job_dir(tmp_path / "b", cfg, make_payload(962))
+    b = _job(tmp_path / "b", cfg, 962)
     assert b.call("prepare").returncode == 0
     pb = b.call("run", str(b.script("s.sh", "echo small; exit 1")), "build_script")
     pr = b.call("run", str(b.script("after.sh", f"echo '{replay}'")), "after_script")
