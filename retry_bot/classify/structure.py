@@ -7,7 +7,8 @@ Pure functions over the raw trace tail (bytes) and the verified usage record:
   not counting the sections the runner runs *because* the job failed (``after_script``,
   ``upload_artifacts_on_failure``, ``archive_cache_on_failure``, ``cleanup_file_variables``).
   Quoted logs often lost the markers; then the runner's section headers ("Getting source from Git
-  repository", "Restoring cache", "Executing "step_script" stage of the job script") stand in.
+  repository", "Restoring cache", "Executing "step_script" stage of the job script") in the last
+  64 KiB stand in.
   Section names: gitlab-runner ``common/build.go`` (``BuildStage`` constants) and the
   documented list in ``docs/monitoring`` (resolve_secrets, prepare_executor, prepare_script,
   get_sources, clear_worktree, restore_cache, download_artifacts, step_script/build_script,
@@ -30,6 +31,7 @@ import re
 import signal as _signal
 from dataclasses import dataclass
 
+from retry_bot.classify.trace import clean_line
 from runner_wrapper.record import UsageRecord
 
 __all__ = ["Structure", "analyse", "signal_of", "POST_FAILURE_SECTIONS", "HELPER_SECTIONS"]
@@ -61,7 +63,7 @@ _HEADERS: tuple[tuple[bytes, str], ...] = (
     (b"Uploading artifacts for failed job", "upload_artifacts_on_failure"),
     (b"Cleaning up project directory and file based variables", "cleanup_file_variables"),
 )
-_COMMAND = re.compile(rb"(?m)^\$ ([^\r\n]{1,300})")
+_COMMAND = re.compile(rb"\$ ([^\r\n]{1,300})")
 _RUNNER_VERDICT = re.compile(rb"(?m)^(?:ERROR|WARNING): Job failed[^\r\n]*\s*\Z")
 #: Only this much of the end is searched for the verdict and the last command.
 _END_BYTES = 64 * 1024
@@ -106,26 +108,42 @@ class Structure:
 
 
 def analyse(raw: bytes) -> Structure:
-    """Structural evidence of one raw trace tail (section markers still in it)."""
+    """Structural evidence of one raw trace tail (section markers still in it).
+
+    Searches backwards from the end with ``bytes.rfind`` (no regex over the whole tail): this
+    runs for every job that reaches the fallback, so it stays in the tens of microseconds.
+    """
     section = source = None
-    if b"section_start:" in raw:
-        for m in _SECTION_START.finditer(raw):
+    end = len(raw)
+    while True:
+        i = raw.rfind(b"section_start:", 0, end)
+        if i < 0:
+            break
+        m = _SECTION_START.match(raw, i)
+        if m is not None:
             name = m.group(1).decode("ascii", "replace")
             if name not in POST_FAILURE_SECTIONS:
                 section, source = name, "marker"
+                break
+        end = i
+    tail = raw[-_END_BYTES:]
     if section is None:
         best = -1
         for needle, name in _HEADERS:
-            i = raw.rfind(needle)
+            i = tail.rfind(needle, best + 1)
             if i > best and name not in POST_FAILURE_SECTIONS:
                 best, section, source = i, name, "header"
-    end = raw[-_END_BYTES:]
     last_cmd = None
-    if b"$ " in end:
-        cmds = _COMMAND.findall(end)
-        if cmds:
-            last_cmd = cmds[-1].decode("utf-8", "replace").strip()
-    verdict = bool(_RUNNER_VERDICT.search(end[-4096:])) if b"Job failed" in end[-4096:] else False
+    # plain "$ cmd" lines (quoted logs) or the runner's green echo "\x1b[32;1m$ cmd\x1b[0;m"
+    i = tail.rfind(b"\n$ ")
+    j = tail.rfind(b"[32;1m$ ")
+    start = j + 6 if j > i else (i + 1 if i >= 0 or tail.startswith(b"$ ") else -1)
+    if start >= 0:
+        m = _COMMAND.match(tail, start)
+        if m is not None:
+            last_cmd = clean_line(m.group(1)).decode("utf-8", "replace").strip() or None
+    last = tail[-4096:]
+    verdict = b"Job failed" in last and bool(_RUNNER_VERDICT.search(last))
     return Structure(section, source, verdict, last_cmd)
 
 
