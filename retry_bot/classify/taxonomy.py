@@ -558,7 +558,14 @@ def _build_rule(r: dict[str, Any], doc: _Doc, i: int, stage_defs: Mapping[str, A
                     bad(f"patterns[{j}]", err)
                 elif pat is not None:
                     if keywords is not None:
-                        pat = Pattern(pat.source, pat.regex, keywords, pat.ignore_case)
+                        # The keywords replace the pattern's own literals only when one of them is
+                        # inside one of those literals (then every match holds that keyword);
+                        # otherwise they could make the pattern unreachable, so both are kept.
+                        if any(k in n for n in pat.needles for k in keywords):
+                            pat = Pattern(pat.source, pat.regex, keywords, pat.ignore_case)
+                        else:
+                            pat = Pattern(pat.source, pat.regex,
+                                          tuple(dict.fromkeys(pat.needles + keywords)), pat.ignore_case)
                     patterns.append(pat)
     corroborated: list[Pattern] = []
     if "corroborated_by" in r:

@@ -250,3 +250,20 @@ def test_new_rule_keys_give_clear_errors(body, message):
     with pytest.raises(ConfigError) as exc:
         taxonomy_from_text(text)
     assert message in str(exc.value)
+
+
+def test_localized_gcc_kill_is_reachable_despite_the_rules_keywords(taxonomy):
+    # compiler-killed has explicit keywords (Killed, memory, ...); gcc prints strsignal(SIGKILL)
+    # localized, e.g. zh_CN "已杀死", which holds none of them: the pattern must still be searched.
+    line = "gcc: 致命错误：已杀死 signal terminated program cc1\n编译中断。\n".encode()
+    verdict = classify(facts(), line, taxonomy)
+    assert (verdict.rule, verdict.category) == ("compiler-killed", "compiler_oom")
+
+
+def test_keywords_never_make_a_pattern_unreachable():
+    text = ('schema = 1\nstage_order = ["s"]\n[stages.s]\nresolve = "last"\n[[rule]]\nname = "r"\nstage = "s"\n'
+            'category = "x"\nfamily = "oom"\ndescription = "d"\nkeywords = ["alpha"]\n'
+            "patterns = ['alpha beta', 'gamma delta']\n")
+    tax = taxonomy_from_text(text)
+    assert classify(facts(), b"xx gamma delta yy\n", tax).rule == "r"
+    assert classify(facts(), b"xx alpha beta yy\n", tax).rule == "r"
