@@ -317,6 +317,8 @@ def classify(facts: JobFacts, trace_tail: bytes, taxonomy: Taxonomy,
             if ctx.demoted is not None:
                 notes += (f"OOM text set aside ({ctx.demoted.rule.name}): the verified usage record covers the "
                           "failing stage and counts no OOM kill",)
+            if stage.name in _STRUCTURE_NOTED:
+                notes += _structure_note(ctx)
             return Classification(
                 category=r.category, family=r.family, rule=r.name,
                 evidence=chosen.evidence + notes, confidence=r.confidence,
@@ -332,5 +334,14 @@ def classify(facts: JobFacts, trace_tail: bytes, taxonomy: Taxonomy,
         )
     return Classification(
         category=taxonomy.fallback_category, family=taxonomy.fallback_family, rule="fallback",
-        evidence=("no rule matched",) + tuple(ctx.notes), confidence="weak",
+        evidence=("no rule matched",) + _structure_note(ctx) + tuple(ctx.notes), confidence="weak",
     )
+
+
+#: Stages whose verdicts are weak fallbacks: their evidence also says what the trace's shape showed.
+_STRUCTURE_NOTED = frozenset({"structure", "reason_fallback"})
+
+
+def _structure_note(ctx: _Context) -> tuple[str, ...]:
+    d = ctx.structure.describe()
+    return (f"trace structure: {d}",) if d else ()
