@@ -13,24 +13,32 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from retry_bot.classify.structure import Structure, analyse, record_covers_failure, signal_name, signal_of
 from retry_bot.classify.taxonomy import Pattern, Rule, Taxonomy
 from retry_bot.classify.trace import DEFAULT_TAIL_BYTES, NeedleIndex, TraceText
-from retry_bot.model import Classification, JobFacts
+from retry_bot.model import Classification, Family, JobFacts
 from runner_wrapper.quantity import human_bytes
 from runner_wrapper.record import UsageRecord
 
 __all__ = ["classify", "effective_exit_code"]
 
 # "ERROR: Job failed: exit code 137", "ERROR: Job failed: exit status 1",
-# "command terminated with exit code 137", "... exit code: 137, reason: 'OOMKilled'"
-_EXIT_RE = re.compile(rb"(?:Job failed|command terminated|exited)[^\n]{0,200}?exit (?:code|status):? ?(-?[0-9]{1,3})\b")
-_EXIT_NEEDLES = (b"exit code", b"exit status")
+# "command terminated with exit code 137", "... exit code: 137, reason: 'OOMKilled'";
+# GitHub Actions' runner: "Process completed with exit code 137." (actions/runner
+# src/Runner.Worker/Handlers/ScriptHandler: "Process completed with exit code {0}.");
+# Azure Pipelines' task library: "Exit code 137 returned from process: file name '...'"
+# (azure-pipelines-task-lib toolrunner: "Exit code {0} returned from process: file name '{1}'").
+_EXIT_RE = re.compile(rb"(?:(?:Job failed|command terminated|exited|Process completed with)[^\n]{0,200}?"
+                      rb"exit (?:code|status):? ?|^(?:##\[error\])?Exit code )(-?[0-9]{1,3})\b")
+_EXIT_NEEDLES = (b"exit code", b"exit status", b"Exit code")
 #: The runner prints the exit code in the last lines; look no further back than this.
 _EXIT_SCAN_BYTES = 64 * 1024
 #: Windows (from the end) searched in turn by ``resolve = "last"`` stages.
 _FIRST_WINDOW = 32 * 1024
 _WINDOW_GROWTH = 4
 _OVERLAP = 512
+#: How far back ``corroborated_by`` looks in a stage without a window.
+_CORROBORATION_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -41,7 +49,8 @@ class _Hit:
 
 
 class _Context:
-    __slots__ = ("facts", "trace", "record", "notes", "reason", "status", "_exit", "_exit_src")
+    __slots__ = ("facts", "trace", "record", "notes", "reason", "status", "_exit", "_exit_src", "_structure",
+                 "no_oom_stage", "demoted")
 
     def __init__(self, facts: JobFacts, trace: TraceText, record: UsageRecord | None):
         self.facts = facts
@@ -55,6 +64,23 @@ class _Context:
         self.status = (facts.status or "").strip().lower() or None
         self._exit: int | None = None
         self._exit_src: str | None = None
+        self._structure: Structure | None = None
+        #: Set when a verified record covers the failing stage and counts no OOM kill there: the
+        #: stage's name (or "" when the record has no per-stage entries).  OOM text from the
+        #: job's own cgroup is then at most weak evidence (docs/taxonomy.md, "Text and the record").
+        self.no_oom_stage: str | None = None
+        if record is not None and record.usage.oom_kills == 0:
+            covers, stage = record_covers_failure(record)
+            if covers:
+                self.no_oom_stage = stage or ""
+        #: The first OOM text hit set aside because of ``no_oom_stage``.
+        self.demoted: _Hit | None = None
+
+    @property
+    def structure(self) -> Structure:
+        if self._structure is None:
+            self._structure = analyse(self.trace.raw)
+        return self._structure
 
     def exit_code(self) -> tuple[int | None, str | None]:
         if self._exit_src is None:
@@ -160,6 +186,16 @@ def _match(rule: Rule, ctx: _Context, after: int = -1, lo: int = 0, hi: int | No
         return None
     if rule.job_stage is not None and not rule.job_stage.search(f.stage or ""):
         return None
+    if rule.sections is not None:
+        section = ctx.structure.section
+        if section not in rule.sections:
+            return None
+        ev.append(f"failed in runner section {section} ({ctx.structure.section_source})")
+    if rule.last_command is not None:
+        cmd = ctx.structure.last_command
+        if cmd is None or not rule.last_command.search(cmd):
+            return None
+        ev.append(f"last command: $ {cmd[:160]}")
     if rule.record is not None:
         rec = ctx.record
         if rec is None:
@@ -179,7 +215,8 @@ def _match(rule: Rule, ctx: _Context, after: int = -1, lo: int = 0, hi: int | No
         code, src = ctx.exit_code()
         if code is None or code not in rule.exit_codes:
             return None
-        ev.append(f"exit code {code} ({src})")
+        sig = signal_of(code)
+        ev.append(f"exit code {code} ({src})" + (f" = 128 + {sig} ({signal_name(sig)})" if sig else ""))
     pos = -1
     if rule.patterns:
         best: tuple[int, re.Match[bytes]] | None = None
@@ -193,7 +230,24 @@ def _match(rule: Rule, ctx: _Context, after: int = -1, lo: int = 0, hi: int | No
         # hits are compared by line: the latest line wins; on one line, the rule with priority
         pos = best[0]
         ev.append(ctx.trace.evidence(*best))
-    return _Hit(rule, pos, tuple(ev))
+    if rule.corroborated_by:
+        clo = lo if lo > 0 else max(0, len(ctx.trace.raw) - _CORROBORATION_BYTES)
+        seen = None
+        for p in rule.corroborated_by:
+            seen = ctx.trace.last_match(p.regex, p.needles, p.ignore_case, lo=clo)
+            if seen is not None:
+                break
+        if seen is None:
+            return None
+        ev.append("corroborated by: " + ctx.trace.evidence(*seen))
+    hit = _Hit(rule, pos, tuple(ev))
+    if ctx.no_oom_stage is not None and rule.family == Family.OOM and rule.record is None \
+            and not rule.outside_cgroup:
+        # Text (or a bare 137) says OOM, the kernel's counter for the failing stage says no.
+        if ctx.demoted is None:
+            ctx.demoted = hit
+        return None
+    return hit
 
 
 def _resolve_first(rules: tuple[Rule, ...], ctx: _Context, lo: int) -> _Hit | None:
@@ -259,11 +313,35 @@ def classify(facts: JobFacts, trace_tail: bytes, taxonomy: Taxonomy,
             chosen = _resolve_last(rules, ctx, lo, _StagePlan.of(taxonomy, stage.name))
         if chosen is not None:
             r = chosen.rule
+            notes = tuple(ctx.notes)
+            if ctx.demoted is not None:
+                notes += (f"OOM text set aside ({ctx.demoted.rule.name}): the verified usage record covers the "
+                          "failing stage and counts no OOM kill",)
+            if stage.name in _STRUCTURE_NOTED:
+                notes += _structure_note(ctx)
             return Classification(
                 category=r.category, family=r.family, rule=r.name,
-                evidence=chosen.evidence + tuple(ctx.notes), confidence=r.confidence,
+                evidence=chosen.evidence + notes, confidence=r.confidence,
             )
+    if ctx.demoted is not None:
+        d = ctx.demoted
+        where = f"stage {ctx.no_oom_stage}" if ctx.no_oom_stage else "the failing stage"
+        return Classification(
+            category="oom_unconfirmed", family=Family.UNKNOWN, rule=d.rule.name,
+            evidence=d.evidence + (f"not an OOM kill: the verified usage record covers {where} and counts "
+                                   f"no OOM kill there (record: {_record_evidence(ctx.record)})",) + tuple(ctx.notes),
+            confidence="weak",
+        )
     return Classification(
         category=taxonomy.fallback_category, family=taxonomy.fallback_family, rule="fallback",
-        evidence=("no rule matched",) + tuple(ctx.notes), confidence="weak",
+        evidence=("no rule matched",) + _structure_note(ctx) + tuple(ctx.notes), confidence="weak",
     )
+
+
+#: Stages whose verdicts are weak fallbacks: their evidence also says what the trace's shape showed.
+_STRUCTURE_NOTED = frozenset({"structure", "reason_fallback"})
+
+
+def _structure_note(ctx: _Context) -> tuple[str, ...]:
+    d = ctx.structure.describe()
+    return (f"trace structure: {d}",) if d else ()

@@ -65,9 +65,10 @@ _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.\-]*$")
 _RULE_KEYS = {
     "name", "category", "family", "description", "stage", "priority", "confidence", "enabled",
     "ignore_case", "failure_reasons", "statuses", "exit_codes", "patterns", "record", "job_name",
-    "job_stage", "notes", "keywords",
+    "job_stage", "notes", "keywords", "sections", "corroborated_by", "last_command", "outside_cgroup",
 }
-_CONDITION_KEYS = ("failure_reasons", "statuses", "exit_codes", "patterns", "record", "job_name", "job_stage")
+_CONDITION_KEYS = ("failure_reasons", "statuses", "exit_codes", "patterns", "record", "job_name", "job_stage",
+                   "sections", "last_command")
 _RECORD_KEYS = {"oom_kills_at_least", "oom_kills_at_most", "peak_to_limit_at_least"}
 _TOP_KEYS = {"schema", "stage_order", "stages", "families", "fallback", "rule", "description"}
 
@@ -117,6 +118,15 @@ class Rule:
     origin: str = ""
     #: True when the admin gave explicit pre-filter ``keywords``.
     keywords: bool = False
+    #: The runner section the failure happened in must be one of these (see ``structure.py``).
+    sections: frozenset[str] | None = None
+    #: At least one of these must also match somewhere in the stage's window (any line).
+    corroborated_by: tuple[Pattern, ...] = ()
+    #: Regex on the last ``$ command`` the script echoed.
+    last_command: re.Pattern[str] | None = None
+    #: OOM evidence from a cgroup the runner wrapper does not measure (docker-in-docker, buildkit,
+    #: services, the helper container): a verified record saying "no OOM" does not contradict it.
+    outside_cgroup: bool = False
 
 
 @dataclass(frozen=True)
@@ -498,7 +508,7 @@ def _build_rule(r: dict[str, Any], doc: _Doc, i: int, stage_defs: Mapping[str, A
     confidence = r.get("confidence", "strong")
     if confidence not in ("strong", "weak"):
         bad("confidence", "must be 'strong' or 'weak'")
-    for flag in ("enabled", "ignore_case"):
+    for flag in ("enabled", "ignore_case", "outside_cgroup"):
         if flag in r and not isinstance(r[flag], bool):
             bad(flag, "must be true or false")
     ignore_case = bool(r.get("ignore_case", False))
@@ -517,6 +527,7 @@ def _build_rule(r: dict[str, Any], doc: _Doc, i: int, stage_defs: Mapping[str, A
 
     failure_reasons = str_set("failure_reasons")
     statuses = str_set("statuses")
+    sections = str_set("sections")
     exit_codes = None
     if "exit_codes" in r:
         v = r["exit_codes"]
@@ -547,8 +558,29 @@ def _build_rule(r: dict[str, Any], doc: _Doc, i: int, stage_defs: Mapping[str, A
                     bad(f"patterns[{j}]", err)
                 elif pat is not None:
                     if keywords is not None:
-                        pat = Pattern(pat.source, pat.regex, keywords, pat.ignore_case)
+                        # The keywords replace the pattern's own literals only when one of them is
+                        # inside one of those literals (then every match holds that keyword);
+                        # otherwise they could make the pattern unreachable, so both are kept.
+                        if any(k in n for n in pat.needles for k in keywords):
+                            pat = Pattern(pat.source, pat.regex, keywords, pat.ignore_case)
+                        else:
+                            pat = Pattern(pat.source, pat.regex,
+                                          tuple(dict.fromkeys(pat.needles + keywords)), pat.ignore_case)
                     patterns.append(pat)
+    corroborated: list[Pattern] = []
+    if "corroborated_by" in r:
+        v = r["corroborated_by"]
+        if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
+            bad("corroborated_by", "must be a non-empty list of regular expressions (strings)")
+        else:
+            for j, src in enumerate(v):
+                pat, err = compile_pattern(src, ignore_case)
+                if err:
+                    bad(f"corroborated_by[{j}]", err)
+                elif pat is not None:
+                    corroborated.append(pat)
+        if "patterns" not in r and "exit_codes" not in r and "failure_reasons" not in r:
+            bad("corroborated_by", "corroborates patterns, exit_codes or failure_reasons: give one of them")
     record = None
     if "record" in r:
         v = r["record"]
@@ -570,7 +602,7 @@ def _build_rule(r: dict[str, Any], doc: _Doc, i: int, stage_defs: Mapping[str, A
                     kw[k] = x
             record = RecordCondition(**kw)
     regexes: dict[str, re.Pattern[str] | None] = {}
-    for key in ("job_name", "job_stage"):
+    for key in ("job_name", "job_stage", "last_command"):
         regexes[key] = None
         if key in r:
             if not isinstance(r[key], str):
@@ -588,7 +620,8 @@ def _build_rule(r: dict[str, Any], doc: _Doc, i: int, stage_defs: Mapping[str, A
         ignore_case=ignore_case, failure_reasons=failure_reasons, statuses=statuses,
         exit_codes=exit_codes, patterns=tuple(patterns), record=record,
         job_name=regexes["job_name"], job_stage=regexes["job_stage"], origin=doc.source,
-        keywords=keywords is not None,
+        keywords=keywords is not None, sections=sections, corroborated_by=tuple(corroborated),
+        last_command=regexes["last_command"], outside_cgroup=bool(r.get("outside_cgroup", False)),
     )
 
 

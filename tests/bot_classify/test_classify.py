@@ -125,7 +125,7 @@ def test_dns_error_at_the_end_is_infrastructure(taxonomy):
      b"received unexpected HTTP status: 503 Service Unavailable\n", "infrastructure", "registry_error"),
     (b"HTTP Error 503: Service Unavailable\n", "infrastructure", "http_5xx"),
     (b"==> Error: concretization failed for the following reasons:\n", "config_error", "concretization_error"),
-    (b"==> Error: sha256 checksum failed for /tmp/x.tar.gz\n", "config_error", "spack_config_error"),
+    (b"==> Error: sha256 checksum failed for /tmp/x.tar.gz\n", "build_error", "checksum_mismatch"),
     (b"2 errors found in build log:\n", "build_error", "build_error"),
     (b"error[E0308]: mismatched types\n", "build_error", "compile_error"),
     (b"--- FAIL: TestParse (0.00s)\n", "build_error", "test_failure"),

@@ -32,6 +32,12 @@ FRAGMENTS = [
     b"The runner has received a shutdown signal", b"There are test failures", b"exec format error",
     b"Spack concretizer internal error.", b"virtual memory exhausted", b"(signal: 9, SIGKILL: kill)",
     b"Read timed out", b"fatal: unable to access 'https://gitlab.com/x.git/': The requested URL returned error: 502",
+    # issue 11: corroborated and test-verdict rules
+    b"Error in testFoo(com.example.FooTest):", b"Gradle build daemon disappeared unexpectedly",
+    b"unauthorized: authentication required", b"Pushing [=====>   ]  12MB/40MB", b"look like HTML",
+    b'pods is forbidden: User "system:serviceaccount:ci:default" cannot list resource "pods"',
+    b"panic: test timed out after 10m0s", b"[  FAILED  ] MemTest.Oom", b"12 Killed   make -j8",
+    b"The command '/bin/sh -c make' returned a non-zero code: 137", b"fatal: shallow file has changed since we read it",
     b"ok", b"building", b"   ", b"", b"\x1b[31m", b"\x1b[0m", b"\r", b"\xff\xfe",
     # GitLab section markers and carriage-return progress lines around real messages
     b"section_start:1700000000:build_step\r\x1b[0K", b"section_end:1700000001:build_step\r\x1b[0K",
@@ -49,7 +55,10 @@ def reference(raw: bytes) -> str:
         best = None  # (line index, order, rule name)
         for order, rule in enumerate(TAX.rules_by_stage[stage.name]):
             if (not rule.patterns or rule.failure_reasons or rule.statuses or rule.exit_codes
-                    or rule.record or rule.job_name or rule.job_stage):
+                    or rule.record or rule.job_name or rule.job_stage or rule.sections is not None
+                    or rule.last_command is not None):
+                continue
+            if rule.corroborated_by and not any(p.regex.search(ln) for p in rule.corroborated_by for ln in lines):
                 continue
             hits = [i for i, ln in enumerate(lines) if any(p.regex.search(ln) for p in rule.patterns)]
             if not hits:

@@ -119,8 +119,8 @@ def test_missing_file_is_a_problem_not_a_traceback(tmp_path):
 def test_admin_file_adds_overrides_disables_and_reorders(tmp_path, taxonomy):
     site = tmp_path / "site.toml"
     site.write_text("""
-stage_order = ["record", "reason", "runner_verdict", "oom_signature", "runner", "diagnostic",
-               "exit_code", "generic", "reason_fallback", "site"]
+stage_order = ["record", "reason", "runner_verdict", "test_verdict", "oom_signature", "runner_cause", "runner",
+               "diagnostic", "exit_code", "transient_cause", "generic", "structure", "reason_fallback", "site"]
 
 [stages.site]
 resolve = "first"

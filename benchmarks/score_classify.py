@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Score the classifier and the shipped policy on the labelled job-log excerpts, split by split.
+
+Prints, for each split of ``tests/data/joblogs`` (``cases`` = the original 73-case set, which
+the rules were written against; ``tuning`` = new excerpts read while writing rules; ``heldout`` =
+excerpts collected and labelled before any issue-11 rule and never read while tuning):
+
+* right decision: the shipped default policy (``retry_bot.policy.default_policy``) with the memory
+  limit in force known (``KUBERNETES_MEMORY_LIMIT=4Gi`` in the job's variables, as in
+  production) decides what the label wants: ``oom`` -> resize, ``infrastructure`` -> retry,
+  everything else -> none;
+* family right: the classifier's family equals the label's;
+* OOM resized, infrastructure retried: of the cases so labelled;
+* deterministic re-runs per 100 jobs: cases labelled neither ``oom`` nor ``infrastructure`` that
+  the bot would re-run (retry or resize), per 100 cases of the split;
+* unknown %: cases the classifier left in family ``unknown``.
+
+Usage::
+
+    .venv/bin/python benchmarks/score_classify.py [--split heldout] [--misses]
+
+``--misses`` lists the wrong decisions.  Do not use it on ``heldout`` while writing rules: the
+held-out split is only honest if its cases never guide a rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from retry_bot.classify import classify, load_taxonomy  # noqa: E402
+from retry_bot.decide import Action, ClassUsage, decide  # noqa: E402
+from retry_bot.model import JobFacts  # noqa: E402
+from retry_bot.policy import default_policy  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "joblogs"
+SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml", "heldout": DATA / "heldout.toml"}
+#: The memory limit in force for every scored job (the bot knows it in production from the job's
+#: variables or its usage record); without it the decision could not size a resize.
+LIMIT = "4Gi"
+WANTED = {"oom": Action.RESIZE, "infrastructure": Action.RETRY}
+
+
+@dataclass
+class Score:
+    split: str
+    n: int
+    right: int
+    family: int
+    oom: int
+    oom_resized: int
+    infra: int
+    infra_retried: int
+    wasted: int
+    unknown: int
+    misses: list[tuple[str, str, str, str, str]]
+
+    def row(self) -> str:
+        pct = lambda a, b: f"{100 * a / b:5.1f}%" if b else "   n/a"  # noqa: E731
+        return (f"{self.split:8} {self.n:4d}  right {pct(self.right, self.n)}  family {pct(self.family, self.n)}  "
+                f"OOM resized {self.oom_resized:2d}/{self.oom:<2d}  infra retried {self.infra_retried:2d}/{self.infra:<2d}  "
+                f"det. re-runs/100 {100 * self.wasted / self.n:4.1f}  unknown {pct(self.unknown, self.n)}")
+
+
+def load_cases(path: Path) -> list[dict]:
+    return tomllib.loads(path.read_text("utf-8"))["case"]
+
+
+def score(split: str, cases: list[dict], taxonomy, policy) -> Score:
+    s = Score(split, len(cases), 0, 0, 0, 0, 0, 0, 0, 0, [])
+    for i, c in enumerate(cases, 1):
+        facts = JobFacts(job_id=i, name=c["id"], failure_reason=c.get("failure_reason"),
+                         exit_code=c.get("exit_code"), status=c.get("status", "failed"),
+                         variables={"KUBERNETES_MEMORY_LIMIT": LIMIT})
+        verdict = classify(facts, c["excerpt"].encode("utf-8"), taxonomy)
+        decision = decide(facts, verdict, [], policy, ClassUsage())
+        want = WANTED.get(c["family"], Action.NONE)
+        got = decision.action
+        s.right += got == want
+        s.family += verdict.family.value == c["family"]
+        s.unknown += verdict.family.value == "unknown"
+        if c["family"] == "oom":
+            s.oom += 1
+            s.oom_resized += got == Action.RESIZE
+        elif c["family"] == "infrastructure":
+            s.infra += 1
+            s.infra_retried += got == Action.RETRY
+        elif got != Action.NONE:
+            s.wasted += 1
+        if got != want or verdict.family.value != c["family"]:
+            s.misses.append((c["id"], c["family"], verdict.family.value, verdict.rule, got.value))
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--split", choices=sorted(SPLITS), action="append",
+                    help="score only this split (repeatable; default: all)")
+    ap.add_argument("--misses", action="store_true", help="list wrong decisions and families")
+    args = ap.parse_args(argv)
+    taxonomy = load_taxonomy()
+    policy = default_policy()
+    for split in args.split or list(SPLITS):
+        s = score(split, load_cases(SPLITS[split]), taxonomy, policy)
+        print(s.row())
+        if args.misses:
+            for m in s.misses:
+                print(f"    {m[0]:45} label {m[1]:15} got {m[2]:15} rule {m[3]:35} decision {m[4]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

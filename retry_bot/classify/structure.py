@@ -1,0 +1,164 @@
+"""Structural evidence in a job trace, beside its words: where the job failed and how.
+
+Pure functions over the raw trace tail (bytes) and the verified usage record:
+
+* the **runner section** the failure happened in (``get_sources``, ``restore_cache``,
+  ``step_script``...): the last ``section_start:`` marker GitLab Runner wrote before the end,
+  not counting the sections the runner runs *because* the job failed (``after_script``,
+  ``upload_artifacts_on_failure``, ``archive_cache_on_failure``, ``cleanup_file_variables``).
+  Quoted logs often lost the markers; then the runner's section headers ("Getting source from Git
+  repository", "Restoring cache", "Executing "step_script" stage of the job script") in the last
+  64 KiB stand in.
+  Section names: gitlab-runner ``common/build.go`` (``BuildStage`` constants) and the
+  documented list in ``docs/monitoring`` (resolve_secrets, prepare_executor, prepare_script,
+  get_sources, clear_worktree, restore_cache, download_artifacts, step_script/build_script,
+  after_script, archive_cache, archive_cache_on_failure, upload_artifacts_on_success,
+  upload_artifacts_on_failure, cleanup_file_variables).  The Kubernetes executor runs
+  get_sources, clear_worktree, restore_cache, download_artifacts, the archive/upload stages and
+  cleanup_file_variables in the **helper** container (``executors/kubernetes``
+  ``helperStages``): a kill there is the helper's, not the build's.
+* whether the trace **ends in the runner's own verdict** (``ERROR: Job failed``);
+* the **last command** the job's script echoed (GitLab Runner prints each script line as
+  ``$ command``, ``shells/bash.go`` ``echoColoredFormat``);
+* the **signal** behind an exit code (``128 + N``: shells report a child killed by signal N so,
+  POSIX ``wait`` status convention; 137 = SIGKILL, 143 = SIGTERM);
+* whether a verified usage record **covers the failing stage** and counted no OOM kill there.
+"""
+
+from __future__ import annotations
+
+import re
+import signal as _signal
+from dataclasses import dataclass
+
+from retry_bot.classify.trace import clean_line
+from runner_wrapper.record import UsageRecord
+
+__all__ = ["Structure", "analyse", "signal_of", "POST_FAILURE_SECTIONS", "HELPER_SECTIONS"]
+
+#: Sections the runner runs after the failure (or always at the end): they never hold its cause.
+POST_FAILURE_SECTIONS = frozenset({
+    "after_script", "upload_artifacts_on_failure", "archive_cache_on_failure", "cleanup_file_variables",
+    "upload_artifacts_on_success", "archive_cache",
+})
+#: Sections the Kubernetes executor runs in the helper container (gitlab-runner executors/kubernetes).
+HELPER_SECTIONS = frozenset({
+    "get_sources", "clear_worktree", "restore_cache", "download_artifacts", "archive_cache",
+    "archive_cache_on_failure", "upload_artifacts_on_success", "upload_artifacts_on_failure",
+    "cleanup_file_variables",
+})
+
+_SECTION_START = re.compile(rb"section_start:[0-9]{1,20}:([A-Za-z0-9_.\-]{1,128})")
+# Section headers GitLab Runner prints (common/build.go, shells/abstract.go), for quoted logs whose
+# markers were lost.  Ordered as the runner runs them.
+_HEADERS: tuple[tuple[bytes, str], ...] = (
+    (b"Preparing environment", "prepare_script"),
+    (b"Getting source from Git repository", "get_sources"),
+    (b"Fetching changes", "get_sources"),
+    (b"Restoring cache", "restore_cache"),
+    (b"Downloading artifacts", "download_artifacts"),
+    (b'Executing "step_script" stage of the job script', "step_script"),
+    (b'Executing "build_script" stage of the job script', "build_script"),
+    (b"Running after_script", "after_script"),
+    (b"Uploading artifacts for failed job", "upload_artifacts_on_failure"),
+    (b"Cleaning up project directory and file based variables", "cleanup_file_variables"),
+)
+_COMMAND = re.compile(rb"\$ ([^\r\n]{1,300})")
+_RUNNER_VERDICT = re.compile(rb"(?m)^(?:ERROR|WARNING): Job failed[^\r\n]*\s*\Z")
+#: Only this much of the end is searched for the verdict and the last command.
+_END_BYTES = 64 * 1024
+
+
+def signal_of(exit_code: int | None) -> int | None:
+    """The signal N behind an exit code 128+N (1..64), else None."""
+    if exit_code is None or not 129 <= exit_code <= 128 + 64:
+        return None
+    return exit_code - 128
+
+
+def signal_name(n: int) -> str:
+    try:
+        return _signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What the shape of the trace says about the failure (see the module docstring)."""
+
+    #: Runner section the failure happened in, or None when the trace does not say.
+    section: str | None = None
+    #: Where the section came from: ``marker`` or ``header``.
+    section_source: str | None = None
+    #: The trace ends in the runner's own ``ERROR: Job failed ...`` line.
+    runner_verdict_last: bool = False
+    #: The last ``$ command`` line the script echoed (stripped), if any.
+    last_command: str | None = None
+
+    def describe(self) -> str:
+        parts = []
+        if self.section:
+            parts.append(f"failed in runner section {self.section} (from {self.section_source})")
+        if self.last_command:
+            parts.append(f"last command `{self.last_command[:120]}`")
+        if self.runner_verdict_last:
+            parts.append("trace ends in the runner's 'Job failed' line")
+        return "; ".join(parts)
+
+
+def analyse(raw: bytes) -> Structure:
+    """Structural evidence of one raw trace tail (section markers still in it).
+
+    Searches backwards from the end with ``bytes.rfind`` (no regex over the whole tail): this
+    runs for every job that reaches the fallback, so it stays in the tens of microseconds.
+    """
+    section = source = None
+    end = len(raw)
+    while True:
+        i = raw.rfind(b"section_start:", 0, end)
+        if i < 0:
+            break
+        m = _SECTION_START.match(raw, i)
+        if m is not None:
+            name = m.group(1).decode("ascii", "replace")
+            if name not in POST_FAILURE_SECTIONS:
+                section, source = name, "marker"
+                break
+        end = i
+    tail = raw[-_END_BYTES:]
+    if section is None:
+        best = -1
+        for needle, name in _HEADERS:
+            i = tail.rfind(needle, best + 1)
+            if i > best and name not in POST_FAILURE_SECTIONS:
+                best, section, source = i, name, "header"
+    last_cmd = None
+    # plain "$ cmd" lines (quoted logs) or the runner's green echo "\x1b[32;1m$ cmd\x1b[0;m"
+    i = tail.rfind(b"\n$ ")
+    j = tail.rfind(b"[32;1m$ ")
+    start = j + 6 if j > i else (i + 1 if i >= 0 or tail.startswith(b"$ ") else -1)
+    if start >= 0:
+        m = _COMMAND.match(tail, start)
+        if m is not None:
+            last_cmd = clean_line(m.group(1)).decode("utf-8", "replace").strip() or None
+    last = tail[-4096:]
+    verdict = b"Job failed" in last and bool(_RUNNER_VERDICT.search(last))
+    return Structure(section, source, verdict, last_cmd)
+
+
+def record_covers_failure(record: UsageRecord | None) -> tuple[bool, str | None]:
+    """Does ``record`` cover the stage that failed, and what does it say there?
+
+    It covers it when one of its per-stage entries exited non-zero (the failing stage) and the
+    record was not truncated, or, without per-stage entries, when the record's own exit code is
+    non-zero.  Returns ``(covers, stage name or None)``.
+    """
+    if record is None:
+        return False, None
+    failing = [s for s in record.stages if s.exit_code not in (None, 0)]
+    if failing:
+        return True, failing[-1].name
+    if not record.stages and record.exit_code not in (None, 0):
+        return True, None
+    return False, None
