@@ -117,15 +117,21 @@ def cmd_config(cfg: WrapperConfig, environ: Mapping[str, str], out: Any = None) 
 
         job_env[CONFIG_JSON_ENV] = cached
         job_env[SETTINGS_ENV] = encode_settings(StageSettings.from_config(cfg), cfg.source)
-    doc = {
-        "builds_dir": cfg.executor.builds_dir,
-        "cache_dir": cfg.executor.cache_dir,
+    doc: dict[str, Any] = {}
+    # An empty builds_dir/cache_dir in this JSON is a configuration error on the runner
+    # (gitlab-runner executors/custom/api/config.go, ConfigExecOutput.InjectInto): leave them out,
+    # and the runner's own [[runners]] builds_dir/cache_dir apply.
+    if cfg.executor.builds_dir:
+        doc["builds_dir"] = cfg.executor.builds_dir
+    if cfg.executor.cache_dir:
+        doc["cache_dir"] = cfg.executor.cache_dir
+    doc.update({
         "builds_dir_is_shared": cfg.executor.builds_dir_is_shared,
         "hostname": cfg.executor.hostname or socket.gethostname(),
         "driver": {"name": DRIVER_NAME, "version": __version__},
         "job_env": job_env,
         "shell": "bash",
-    }
+    })
     out.write(json.dumps(doc) + "\n")
     out.flush()
     return 0
@@ -134,13 +140,41 @@ def cmd_config(cfg: WrapperConfig, environ: Mapping[str, str], out: Any = None) 
 # --------------------------------------------------------------------------- reaping
 
 
+def reap_dead_measures(backend: Any) -> list[str]:
+    """Kill and remove ``measure-<pid>-<ticks>`` groups whose ``measure`` process is gone (SIGKILLed):
+    their owner is named exactly, so a dead owner means nobody will ever read or remove them."""
+    if backend.name == "psutil":
+        return []
+    from runner_wrapper.state import process_start_ticks
+
+    reaped: list[str] = []
+    for name in backend.group("").children():
+        m = re.fullmatch(r"measure-(\d+)-(\d+)", name)
+        if not m or process_start_ticks(int(m.group(1))) == int(m.group(2)):
+            continue
+        group = backend.group(name)
+        killed = group.kill_all()
+        group.remove()
+        reaped.append(name)
+        _log().warning("reaped the cgroup of a killed measure", cgroup=name, processes_killed=killed)
+    return reaped
+
+
 def reap_stale(cfg: WrapperConfig, backend: Any, now: float | None = None) -> list[str]:
-    """Remove job cgroups of crashed jobs: no live driver and no activity for ``stale_after_seconds``."""
+    """Remove job cgroups of crashed jobs, and the groups of killed ``measure`` runs.
+
+    A job cgroup is reaped only after ``stale_after_seconds`` without activity, never while its state
+    names a live driver, and never while it holds a live process (in it or in a stage child) unless
+    its state proves the owner dead: a driver recorded mid-stage that no longer exists (SIGKILLed;
+    what it left is then killed).  The directory's mtime alone proves nothing: creating stage
+    children does not change it, so with ``state_dir = ""`` (no state the reaper can see) a stage
+    running longer than ``stale_after_seconds`` would look idle; its processes do not.
+    """
     if backend.name == "psutil":
         return []
     now = time.time() if now is None else now
     parent = backend.group("")
-    reaped: list[str] = []
+    reaped: list[str] = reap_dead_measures(backend)
     for name in parent.children():
         m = re.fullmatch(r"job-(\d+)", name)
         if not m:
@@ -151,6 +185,9 @@ def reap_stale(cfg: WrapperConfig, backend: Any, now: float | None = None) -> li
         if st is not None and driver_alive(st.driver):
             continue
         group = backend.group(name)
+        owner_dead = st is not None and bool(st.driver)  # recorded mid-stage, and not alive (checked above)
+        if not owner_dead and group.pids():  # a stage may be running: never kill a live build
+            continue
         last = max(st.updated_epoch if st else 0.0, now - group.age_seconds(now))
         if now - last < cfg.cgroup.stale_after_seconds:
             continue

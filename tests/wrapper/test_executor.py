@@ -44,12 +44,13 @@ def test_repeated_stage_attempts_exit_file_and_collector_down(tmp_path):
     assert not list((tmp_path / "state").glob("job-811*"))  # cleanup deleted the job's state
 
 
-def test_missing_exit_code_file_variable_is_a_system_failure(tmp_path):
+def test_without_exit_code_file_variable_the_stage_runs_and_fails_with_the_build_failure_code(tmp_path):
     cfg = write_config(tmp_path, "unused", backend="psutil")
     jd = job_dir(tmp_path, cfg, make_payload(812))
     del jd.env["BUILD_EXIT_CODE_FILE"]
-    p = jd.call("run", str(jd.script("f.sh", "exit 3")), "build_script")
-    assert p.returncode == 9 and b"BUILD_EXIT_CODE_FILE is not set" in p.stdout
+    p = jd.call("run", str(jd.script("f.sh", "echo ran; exit 3")), "build_script")
+    assert p.returncode == 7 and b"ran" in p.stdout
+    assert b"GitLab records exit code 1 for this failure instead of 3" in p.stdout
 
 
 def test_accounting_totals():
@@ -66,3 +67,32 @@ def test_accounting_totals():
     assert (u.cpu_user_seconds, u.cpu_system_seconds, u.cpu_mean_cores, u.cpu_max_cores) == (1.1, 0.5, 0.5333, 1.5)
     assert rec.exit_code == 0  # an after_script failure does not fail a GitLab job
     assert job_exit_code([]) is None
+
+
+def test_an_import_error_under_python_m_is_a_system_failure(tmp_path):
+    """Issue 10 point 6: ``python -I -m runner_wrapper`` with a broken installation must exit with the
+    system-failure code, not Python's 1 (which the runner reads as a build failure, with whatever
+    code an earlier stage left in BUILD_EXIT_CODE_FILE)."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import runner_wrapper
+
+    broken = tmp_path / "site"
+    shutil.copytree(Path(runner_wrapper.__file__).parent, broken / "runner_wrapper")
+    cli = broken / "runner_wrapper" / "cli.py"
+    cli.write_text(cli.read_text() + "\nimport runner_wrapper_missing_dependency\n")
+    code_file = tmp_path / "build_exit_code"
+    code_file.write_text("3\n")  # left by an earlier failing stage
+    # What ``-m`` does (runpy), with only the broken copy importable; -I as in the runner snippet.
+    boot = (f"import sys; sys.path.insert(0, {str(broken)!r}); import runpy; "
+            "runpy.run_module('runner_wrapper', run_name='__main__', alter_sys=True)")
+    env = {"PATH": "/usr/bin:/bin", "SYSTEM_FAILURE_EXIT_CODE": "9", "BUILD_FAILURE_EXIT_CODE": "7",
+           "BUILD_EXIT_CODE_FILE": str(code_file)}
+    p = subprocess.run([sys.executable, "-I", "-c", boot, "executor", "run", "s.sh", "build_script"], env=env,
+                       capture_output=True, timeout=60)
+    assert p.returncode == 9, p.stderr
+    assert b"runner-wrapper: cannot start: ModuleNotFoundError: No module named 'runner_wrapper_missing_dependency'" \
+        in p.stderr
