@@ -213,12 +213,30 @@ def _host_caps() -> tuple[int, float]:
     return mem, cpus
 
 
+def expanded_variables(variables: Mapping[str, str], environ: Mapping[str, str], names: Any) -> dict[str, str]:
+    """The job's variables with ``names`` taken from ``CUSTOM_ENV_<NAME>`` where the runner set them.
+
+    ``JOB_RESPONSE_FILE`` holds the raw payload (``KUBERNETES_MEMORY_LIMIT: $SIZE``); the runner
+    expands every non-raw variable (gitlab-runner ``common/build.go`` ``GetAllVariables`` ->
+    ``Expand``) before exporting it as ``CUSTOM_ENV_*`` (``executors/custom/custom.go``
+    ``prepareCommand``), and the Kubernetes executor reads the same expanded values.  Job identity
+    stays with the payload (users can override ``CUSTOM_ENV_*``; limits are the user's to set anyway).
+    """
+    out = dict(variables)
+    for name in names:
+        value = environ.get(f"CUSTOM_ENV_{name}")
+        if value is not None:
+            out[name] = value
+    return out
+
+
 def _decide_limits(cfg: WrapperConfig, job: Any, environ: Mapping[str, str]):
     from runner_wrapper.limits import has_explicit_limits, resolve_limits
 
     suggested: dict[str, str] = {}
     notes: list[str] = []
-    if cfg.allocation.url and not has_explicit_limits(job.variables, cfg.variables):
+    variables = expanded_variables(job.variables, environ, cfg.variables.all())
+    if cfg.allocation.url and not has_explicit_limits(variables, cfg.variables):
         from runner_wrapper.allocation import build_spec, fetch_allocation
 
         spec = build_spec(job.variables, job.identity.name)
@@ -236,8 +254,16 @@ def _decide_limits(cfg: WrapperConfig, job: Any, environ: Mapping[str, str]):
         else:
             notes.append(f"{alloc.reason}: using the defaults from wrapper.toml")
     mem, cpus = _host_caps()
-    decision = resolve_limits(job.variables, cfg.variables, cfg.limits, mem, cpus, suggested=suggested)
+    decision = resolve_limits(variables, cfg.variables, cfg.limits, mem, cpus, suggested=suggested)
     return decision, notes
+
+
+def after_script_decides(variables: Mapping[str, str], environ: Mapping[str, str]) -> bool:
+    """Whether an ``after_script`` failure fails the job: ``AFTER_SCRIPT_IGNORE_ERRORS`` is true
+    unless set to a false value (Go's ``strconv.ParseBool``; gitlab-runner ``common/build.go``
+    ``executeAfterScript``)."""
+    raw = environ.get("CUSTOM_ENV_AFTER_SCRIPT_IGNORE_ERRORS", variables.get("AFTER_SCRIPT_IGNORE_ERRORS", ""))
+    return raw in ("0", "f", "F", "false", "FALSE", "False")
 
 
 def _open_job(cfg: WrapperConfig, env: DriverEnv, environ: Mapping[str, str], job: Any, announce: bool) -> JobState:
@@ -276,7 +302,8 @@ def _open_job(cfg: WrapperConfig, env: DriverEnv, environ: Mapping[str, str], jo
     now = time.time()
     state = JobState(job_id=job.id, backend=backend.name, started_at=utc_now(), started_epoch=now,
                      identity=asdict(job.identity), limits=asdict(decision.applied),
-                     approximate=backend.approximate, signed=bool(key))
+                     approximate=backend.approximate, signed=bool(key),
+                     after_script_decides=after_script_decides(job.variables, environ))
     save_state(state_path(cfg.executor.state_dir, env.tmpdir, job.id), state)
     return state
 

@@ -96,3 +96,58 @@ def test_an_import_error_under_python_m_is_a_system_failure(tmp_path):
     assert p.returncode == 9, p.stderr
     assert b"runner-wrapper: cannot start: ModuleNotFoundError: No module named 'runner_wrapper_missing_dependency'" \
         in p.stderr
+
+
+def _config_doc(tmp_path, replace: tuple[str, str] | None = None) -> dict:
+    cfg = write_config(tmp_path, "unused", backend="psutil")
+    if replace:
+        cfg.write_text(cfg.read_text().replace(*replace))
+    p = job_dir(tmp_path, cfg, make_payload(820)).call("config")
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_config_output_shares_builds_dir_safely_and_leaves_out_empty_dirs(tmp_path):
+    """Issue 10 points 1 and 7: with ``builds_dir_is_shared=false`` the runner gives every job of a
+    project the same ``<builds_dir>/<group>/<project>`` (gitlab-runner common/build.go
+    ProjectUniqueDir), so concurrent jobs would share one checkout; and an empty builds_dir/cache_dir
+    is a configuration error on the runner: the keys must be left out."""
+    doc = _config_doc(tmp_path)
+    assert doc["builds_dir_is_shared"] is True
+    assert doc["builds_dir"] == str(tmp_path / "builds") and doc["cache_dir"] == str(tmp_path / "cache")
+    doc = _config_doc(tmp_path, (f'builds_dir = "{tmp_path / "builds"}"\ncache_dir = "{tmp_path / "cache"}"',
+                                 'builds_dir = ""\ncache_dir = ""'))
+    assert "builds_dir" not in doc and "cache_dir" not in doc and doc["builds_dir_is_shared"] is True
+
+
+def test_limits_come_from_the_expanded_custom_env_values(tmp_path):
+    """Issue 10 point 8: ``KUBERNETES_MEMORY_LIMIT: $SIZE`` is raw in JOB_RESPONSE_FILE; the runner
+    exports the expanded value as CUSTOM_ENV_KUBERNETES_MEMORY_LIMIT, and that is what applies."""
+    cfg = write_config(tmp_path, "unused", backend="psutil")
+    jd = job_dir(tmp_path, cfg, make_payload(821, variables={"SIZE": "300Mi", "KUBERNETES_MEMORY_LIMIT": "$SIZE"}))
+    jd.env["CUSTOM_ENV_KUBERNETES_MEMORY_LIMIT"] = "300Mi"  # what GitLab Runner exports after expansion
+    p = jd.call("prepare")
+    assert p.returncode == 0
+    assert b"applied: memory limit 300.0 MiB (job variable KUBERNETES_MEMORY_LIMIT=300Mi)" in p.stdout, p.stdout
+    assert b"ignoring job variable" not in p.stdout
+    jd.call("cleanup")
+
+
+def test_job_url_computed_as_the_runner_does_and_after_script_ignore_errors_false(tmp_path):
+    """Issue 10 point 9: the payload has no job URL; the runner computes it from git_info.repo_url
+    without credentials (gitlab-runner common/spec/spec.go JobURL).  AFTER_SCRIPT_IGNORE_ERRORS=false
+    makes an after_script failure fail the job, so the record's exit code is that failure's."""
+    cfg = write_config(tmp_path, "unused", backend="psutil")
+    payload = make_payload(822, variables={"AFTER_SCRIPT_IGNORE_ERRORS": "false"})
+    payload["git_info"]["repo_url"] = "https://gitlab-ci-token:job-token-xyz@gitlab.example.com:8443/group/p.git"
+    jd = job_dir(tmp_path, cfg, payload)
+    assert jd.call("prepare").returncode == 0
+    p = jd.call("run", str(jd.script("b.sh", "echo build")), "build_script")
+    rec = verify_record(find_markers(p.stdout)[-1], KEY)
+    assert rec.job.url == "https://gitlab.example.com:8443/group/p/-/jobs/822"
+    p = jd.call("run", str(jd.script("a.sh", "exit 4")), "after_script")
+    assert p.returncode == 7 and jd.exit_code_file.read_text() == "4\n"
+    assert verify_record(find_markers(p.stdout)[-1], KEY).exit_code == 4
+    assert jd.call("cleanup").returncode == 0
+    final = verify_record(json.loads((tmp_path / "spool" / "usage.jsonl").read_text().splitlines()[-1]), KEY)
+    assert final.exit_code == 4 and final.job.url == "https://gitlab.example.com:8443/group/p/-/jobs/822"
