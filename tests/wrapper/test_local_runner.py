@@ -48,11 +48,15 @@ def test_exit_code_interpretation(tmp_path, run_body, status, reason, code):
 
 def test_job_env_from_config_reaches_later_calls_but_not_over_custom_env(tmp_path):
     cfg = """echo '{"driver": {"name": "d", "version": "v9"}, "job_env": {"FROM_CONFIG": "yes", "CUSTOM_ENV_CI_JOB_ID": "999"}}'"""
-    body = 'echo "env:$FROM_CONFIG:$CUSTOM_ENV_CI_JOB_ID"; bash "$2"'
-    r = run_job(make_payload(77), driver_cmd=driver(tmp_path, body, cfg), workdir=tmp_path / "w")
+    cfg = cfg.replace('"FROM_CONFIG": "yes"', '"FROM_CONFIG": "yes", "RUNNER_OWN": "from-job-env"')
+    body = 'echo "env:$FROM_CONFIG:$CUSTOM_ENV_CI_JOB_ID:$RUNNER_OWN"; bash "$2"'
+    r = run_job(make_payload(77), driver_cmd=driver(tmp_path, body, cfg), workdir=tmp_path / "w",
+                extra_env={"RUNNER_OWN": "from-runner"})
     assert r.status == "success"
     assert b"Using Custom executor with driver d v9..." in r.log
-    assert b"env:yes:77" in r.log
+    # job_env comes after the runner's own environment (it wins) and before CUSTOM_ENV_* (it loses):
+    # R executors/custom/custom.go prepareCommand; Go's os/exec keeps the last value of a key.
+    assert b"env:yes:77:from-job-env" in r.log
 
 
 def test_invalid_config_json_is_retried_then_system_failure(tmp_path):
