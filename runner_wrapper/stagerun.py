@@ -430,8 +430,10 @@ def run_stage(s: StageSettings, environ: Mapping[str, str], env: DriverEnv, scri
     save_state(spath, state)
 
     if got_signal is not None:
-        say(f"received {_SIGNAL_NAMES.get(got_signal, got_signal)}: the stage's processes got SIGTERM and "
-            f"{s.kill_grace:g} s to exit, then every process left in its cgroup was killed (recorded as exit {code})")
+        said = (f": the stage's processes got SIGTERM and {s.kill_grace:g} s to exit, then every process left"
+                if s.kill_grace > 0 else ": every process")
+        say(f"received {_SIGNAL_NAMES.get(got_signal, got_signal)}{said} in its cgroup was killed "
+            f"(recorded as exit {code})")
     elif leftover:
         say(f"stage {stage} left {leftover} process(es) running; they were killed")
     if oom:
