@@ -281,7 +281,7 @@ def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = Fa
                 backends.append("cgroup-v1")
             elif "cgroup-v2" in text:
                 backends.append("cgroup-v2")
-            project_dir = tmp / "builds" / payload["job_info"]["project_full_path"]
+            project_dir = res.project_dir or tmp / "builds" / payload["job_info"]["project_full_path"]
             return {"status": res.status, "failure_reason": res.failure_reason, "exit_code": res.exit_code,
                     "log": res.log, "artifacts": collect_artifacts(payload, project_dir) if res.status == "success"
                     else None}

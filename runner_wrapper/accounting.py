@@ -49,12 +49,18 @@ def host_info(backend: str, approximate: bool, hostname: str = "", runner: str =
     return HostInfo(**host_dict(backend, approximate, hostname, runner))  # type: ignore[arg-type]
 
 
-def job_exit_code(stages: list[StageFigures]) -> int | None:
+def job_exit_code(stages: list[StageFigures], after_script_decides: bool = False) -> int | None:
+    """The job's exit code as GitLab records it: the first failing deciding stage's.
+
+    ``after_script_decides``: the job set ``AFTER_SCRIPT_IGNORE_ERRORS=false``, so an ``after_script``
+    failure fails the job too (gitlab-runner ``common/build.go``).
+    """
     if not stages:
         return None
     last_attempt = {s.name: s.attempt for s in stages}
+    ignored = NON_DECIDING_STAGES - {"after_script"} if after_script_decides else NON_DECIDING_STAGES
     for s in stages:
-        if s.name in NON_DECIDING_STAGES or s.attempt < last_attempt[s.name]:
+        if s.name in ignored or s.attempt < last_attempt[s.name]:
             continue  # a retried stage (GET_SOURCES_ATTEMPTS...) counts by its last attempt
         if s.exit_code not in (0, None):
             return s.exit_code
@@ -143,7 +149,7 @@ def record_dict(state: JobState, host: dict[str, object], now_epoch: float, fini
         "usage": usage,
         "started_at": state.started_at,
         "finished_at": finished_at,
-        "exit_code": job_exit_code(st),
+        "exit_code": job_exit_code(st, getattr(state, "after_script_decides", False)),
         "stages": stages,
         "stages_truncated": False,
         "schema": "gitlab-rightsizer/usage-record/v1",  # runner_wrapper.record.SCHEMA

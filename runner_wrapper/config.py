@@ -159,9 +159,15 @@ class RecordSettings(NamedTuple):
 
 
 class ExecutorSettings(NamedTuple):
+    #: Printed in ``config`` output; empty = left out, so the runner's ``[[runners]]`` values apply
+    #: (an empty string there is a configuration error on the runner, gitlab-mechanics.md §11.4).
     builds_dir: str = "/builds"
     cache_dir: str = "/cache"
-    builds_dir_is_shared: bool = False
+    #: True: one builds directory serves concurrent jobs, so the runner gives each job
+    #: ``<builds_dir>/<runner short token>/<concurrent id>/<project path>`` (gitlab-runner
+    #: ``common/build.go`` ``ProjectUniqueDir``); false would give every job of a project the same
+    #: ``<builds_dir>/<project path>`` even with ``concurrent > 1``.
+    builds_dir_is_shared: bool = True
     #: Empty = ``socket.gethostname()``.
     hostname: str = ""
     runner_name: str = ""
@@ -173,6 +179,10 @@ class ExecutorSettings(NamedTuple):
     psutil_enforce_memory: bool = True
     #: Extra variables for later driver calls (``job_env`` in the config JSON).
     job_env: Mapping[str, str] = {}
+    #: On SIGTERM (cancel, timeout) the stage's processes get SIGTERM and this long to exit before the
+    #: whole cgroup is killed.  Keep it below the runner's ``graceful_kill_timeout``, after which the
+    #: runner SIGKILLs the driver (gitlab-runner ``helpers/process/killer.go``).
+    kill_grace_seconds: float = 10.0
 
 
 class WrapperConfig(NamedTuple):
@@ -346,10 +356,11 @@ def config_from_mapping(data: Mapping[str, Any], source: str | None = None) -> W
     executor = ExecutorSettings(
         builds_dir=ex.str("builds_dir", _d(ExecutorSettings, 'builds_dir')),
         cache_dir=ex.str("cache_dir", _d(ExecutorSettings, 'cache_dir')),
-        builds_dir_is_shared=ex.bool("builds_dir_is_shared", False),
+        builds_dir_is_shared=ex.bool("builds_dir_is_shared", _d(ExecutorSettings, 'builds_dir_is_shared')),
         hostname=ex.str("hostname", ""), runner_name=ex.str("runner_name", ""),
         state_dir=ex.str("state_dir", _d(ExecutorSettings, 'state_dir')), shell=tuple(shell),
         psutil_enforce_memory=ex.bool("psutil_enforce_memory", True), job_env=dict(job_env),
+        kill_grace_seconds=ex.number("kill_grace_seconds", _d(ExecutorSettings, 'kill_grace_seconds'), minimum=0),
     )
     ex.done()
 

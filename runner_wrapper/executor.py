@@ -117,15 +117,21 @@ def cmd_config(cfg: WrapperConfig, environ: Mapping[str, str], out: Any = None) 
 
         job_env[CONFIG_JSON_ENV] = cached
         job_env[SETTINGS_ENV] = encode_settings(StageSettings.from_config(cfg), cfg.source)
-    doc = {
-        "builds_dir": cfg.executor.builds_dir,
-        "cache_dir": cfg.executor.cache_dir,
+    doc: dict[str, Any] = {}
+    # An empty builds_dir/cache_dir in this JSON is a configuration error on the runner
+    # (gitlab-runner executors/custom/api/config.go, ConfigExecOutput.InjectInto): leave them out,
+    # and the runner's own [[runners]] builds_dir/cache_dir apply.
+    if cfg.executor.builds_dir:
+        doc["builds_dir"] = cfg.executor.builds_dir
+    if cfg.executor.cache_dir:
+        doc["cache_dir"] = cfg.executor.cache_dir
+    doc.update({
         "builds_dir_is_shared": cfg.executor.builds_dir_is_shared,
         "hostname": cfg.executor.hostname or socket.gethostname(),
         "driver": {"name": DRIVER_NAME, "version": __version__},
         "job_env": job_env,
         "shell": "bash",
-    }
+    })
     out.write(json.dumps(doc) + "\n")
     out.flush()
     return 0
@@ -134,13 +140,41 @@ def cmd_config(cfg: WrapperConfig, environ: Mapping[str, str], out: Any = None) 
 # --------------------------------------------------------------------------- reaping
 
 
+def reap_dead_measures(backend: Any) -> list[str]:
+    """Kill and remove ``measure-<pid>-<ticks>`` groups whose ``measure`` process is gone (SIGKILLed):
+    their owner is named exactly, so a dead owner means nobody will ever read or remove them."""
+    if backend.name == "psutil":
+        return []
+    from runner_wrapper.state import process_start_ticks
+
+    reaped: list[str] = []
+    for name in backend.group("").children():
+        m = re.fullmatch(r"measure-(\d+)-(\d+)", name)
+        if not m or process_start_ticks(int(m.group(1))) == int(m.group(2)):
+            continue
+        group = backend.group(name)
+        killed = group.kill_all()
+        group.remove()
+        reaped.append(name)
+        _log().warning("reaped the cgroup of a killed measure", cgroup=name, processes_killed=killed)
+    return reaped
+
+
 def reap_stale(cfg: WrapperConfig, backend: Any, now: float | None = None) -> list[str]:
-    """Remove job cgroups of crashed jobs: no live driver and no activity for ``stale_after_seconds``."""
+    """Remove job cgroups of crashed jobs, and the groups of killed ``measure`` runs.
+
+    A job cgroup is reaped only after ``stale_after_seconds`` without activity, never while its state
+    names a live driver, and never while it holds a live process (in it or in a stage child) unless
+    its state proves the owner dead: a driver recorded mid-stage that no longer exists (SIGKILLed;
+    what it left is then killed).  The directory's mtime alone proves nothing: creating stage
+    children does not change it, so with ``state_dir = ""`` (no state the reaper can see) a stage
+    running longer than ``stale_after_seconds`` would look idle; its processes do not.
+    """
     if backend.name == "psutil":
         return []
     now = time.time() if now is None else now
     parent = backend.group("")
-    reaped: list[str] = []
+    reaped: list[str] = reap_dead_measures(backend)
     for name in parent.children():
         m = re.fullmatch(r"job-(\d+)", name)
         if not m:
@@ -151,6 +185,9 @@ def reap_stale(cfg: WrapperConfig, backend: Any, now: float | None = None) -> li
         if st is not None and driver_alive(st.driver):
             continue
         group = backend.group(name)
+        owner_dead = st is not None and bool(st.driver)  # recorded mid-stage, and not alive (checked above)
+        if not owner_dead and group.pids():  # a stage may be running: never kill a live build
+            continue
         last = max(st.updated_epoch if st else 0.0, now - group.age_seconds(now))
         if now - last < cfg.cgroup.stale_after_seconds:
             continue
@@ -176,12 +213,30 @@ def _host_caps() -> tuple[int, float]:
     return mem, cpus
 
 
+def expanded_variables(variables: Mapping[str, str], environ: Mapping[str, str], names: Any) -> dict[str, str]:
+    """The job's variables with ``names`` taken from ``CUSTOM_ENV_<NAME>`` where the runner set them.
+
+    ``JOB_RESPONSE_FILE`` holds the raw payload (``KUBERNETES_MEMORY_LIMIT: $SIZE``); the runner
+    expands every non-raw variable (gitlab-runner ``common/build.go`` ``GetAllVariables`` ->
+    ``Expand``) before exporting it as ``CUSTOM_ENV_*`` (``executors/custom/custom.go``
+    ``prepareCommand``), and the Kubernetes executor reads the same expanded values.  Job identity
+    stays with the payload (users can override ``CUSTOM_ENV_*``; limits are the user's to set anyway).
+    """
+    out = dict(variables)
+    for name in names:
+        value = environ.get(f"CUSTOM_ENV_{name}")
+        if value is not None:
+            out[name] = value
+    return out
+
+
 def _decide_limits(cfg: WrapperConfig, job: Any, environ: Mapping[str, str]):
     from runner_wrapper.limits import has_explicit_limits, resolve_limits
 
     suggested: dict[str, str] = {}
     notes: list[str] = []
-    if cfg.allocation.url and not has_explicit_limits(job.variables, cfg.variables):
+    variables = expanded_variables(job.variables, environ, cfg.variables.all())
+    if cfg.allocation.url and not has_explicit_limits(variables, cfg.variables):
         from runner_wrapper.allocation import build_spec, fetch_allocation
 
         spec = build_spec(job.variables, job.identity.name)
@@ -199,8 +254,16 @@ def _decide_limits(cfg: WrapperConfig, job: Any, environ: Mapping[str, str]):
         else:
             notes.append(f"{alloc.reason}: using the defaults from wrapper.toml")
     mem, cpus = _host_caps()
-    decision = resolve_limits(job.variables, cfg.variables, cfg.limits, mem, cpus, suggested=suggested)
+    decision = resolve_limits(variables, cfg.variables, cfg.limits, mem, cpus, suggested=suggested)
     return decision, notes
+
+
+def after_script_decides(variables: Mapping[str, str], environ: Mapping[str, str]) -> bool:
+    """Whether an ``after_script`` failure fails the job: ``AFTER_SCRIPT_IGNORE_ERRORS`` is true
+    unless set to a false value (Go's ``strconv.ParseBool``; gitlab-runner ``common/build.go``
+    ``executeAfterScript``)."""
+    raw = environ.get("CUSTOM_ENV_AFTER_SCRIPT_IGNORE_ERRORS", variables.get("AFTER_SCRIPT_IGNORE_ERRORS", ""))
+    return raw in ("0", "f", "F", "false", "FALSE", "False")
 
 
 def _open_job(cfg: WrapperConfig, env: DriverEnv, environ: Mapping[str, str], job: Any, announce: bool) -> JobState:
@@ -239,7 +302,8 @@ def _open_job(cfg: WrapperConfig, env: DriverEnv, environ: Mapping[str, str], jo
     now = time.time()
     state = JobState(job_id=job.id, backend=backend.name, started_at=utc_now(), started_epoch=now,
                      identity=asdict(job.identity), limits=asdict(decision.applied),
-                     approximate=backend.approximate, signed=bool(key))
+                     approximate=backend.approximate, signed=bool(key),
+                     after_script_decides=after_script_decides(job.variables, environ))
     save_state(state_path(cfg.executor.state_dir, env.tmpdir, job.id), state)
     return state
 

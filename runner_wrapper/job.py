@@ -70,6 +70,33 @@ def load_job(path: str, recorded: Iterable[str] = DEFAULT_RECORDED_VARIABLES) ->
     return job_from_payload(payload, recorded)
 
 
+def job_url(payload: Mapping[str, Any]) -> str | None:
+    """The job's web URL, computed as the runner does (the payload has no such field): gitlab-runner
+    ``common/spec/spec.go`` ``JobURL`` = ``strings.TrimSuffix(RepoCleanURL(), ".git") + "/-/jobs/<id>"``,
+    where ``RepoCleanURL`` (``helpers/url`` ``CleanURL``) drops the credentials (the job token
+    ``gitlab-ci-token:<token>@``), the query and the fragment of ``git_info.repo_url``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    git = payload.get("git_info")
+    repo = git.get("repo_url") if isinstance(git, Mapping) else None
+    job_id = payload.get("id")
+    if not isinstance(repo, str) or not repo or isinstance(job_id, bool) or not isinstance(job_id, int):
+        return None
+    try:
+        parts = urlsplit(repo)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.scheme or not host:
+        return None
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port else "")
+    clean = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    if clean.endswith(".git"):
+        clean = clean[:-4]
+    return f"{clean}/-/jobs/{job_id}"
+
+
 def job_from_payload(payload: Any, recorded: Iterable[str] = DEFAULT_RECORDED_VARIABLES) -> Job:
     """Build a :class:`Job` from the runner's job payload (``common/spec/spec.go`` ``Job``).
 
@@ -122,7 +149,7 @@ def job_from_payload(payload: Any, recorded: Iterable[str] = DEFAULT_RECORDED_VA
         stage=info.get("stage") if isinstance(info.get("stage"), str) else None,
         ref=git.get("ref") if isinstance(git.get("ref"), str) else None,
         protected=protected,
-        url=payload.get("job_url") if isinstance(payload.get("job_url"), str) else None,
+        url=job_url(payload),
         variables=recorded_variables(variables, masked, recorded),
     )
     timeout = _int(runner_info.get("timeout")) if isinstance(runner_info, Mapping) else None

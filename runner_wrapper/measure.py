@@ -37,19 +37,33 @@ class Measurement:
     cpu_limit_cores: float | None
 
 
+def measure_group_name(pid: int) -> str:
+    """``measure-<pid>-<start ticks>``: names its owner, so a group whose ``measure`` was SIGKILLed
+    can be told from a running one and reaped (:func:`runner_wrapper.executor.reap_dead_measures`)."""
+    from runner_wrapper.state import process_start_ticks
+
+    return f"measure-{pid}-{process_start_ticks(pid) or 0}"
+
+
 def measure_command(cfg: WrapperConfig, argv: Sequence[str], memory_limit: int | None = None,
                     cpus: float | None = None) -> Measurement:
     """Run ``argv`` in a fresh group; raises :class:`~runner_wrapper.cgroup.base.CgroupError` on set-up faults."""
     from runner_wrapper.cgroup.detect import select_backend
-    from runner_wrapper.executor import run_in_group
+    from runner_wrapper.executor import reap_dead_measures
+    from runner_wrapper.stagerun import run_in_group, stage_exit_code
 
     backend = select_backend(cfg.cgroup, enforce_memory=cfg.executor.psutil_enforce_memory).backend
-    group = backend.group(f"measure-{os.getpid()}-{int(time.time() * 1000) % 10**9}")
+    try:  # what an earlier, SIGKILLed measure left behind
+        reap_dead_measures(backend)
+    except Exception:  # noqa: BLE001 - housekeeping never fails the measurement
+        pass
+    group = backend.group(measure_group_name(os.getpid()))
     group.create()
     try:
         group.apply_limits(memory_limit, cpus)
         started = time.monotonic()
-        ex, counters, sampled, _left, _sig = run_in_group(list(argv), group, dict(os.environ), cfg.sampler_interval)
+        ex, counters, sampled, _left, sig = run_in_group(list(argv), group, dict(os.environ), cfg.sampler_interval,
+                                                         grace=cfg.executor.kill_grace_seconds, pdeathsig=True)
         wall = time.monotonic() - started
     finally:
         try:
@@ -62,7 +76,7 @@ def measure_command(cfg: WrapperConfig, argv: Sequence[str], memory_limit: int |
     peak = counters.memory_peak_bytes if counters.memory_peak_bytes is not None else sampled.memory_max_bytes
     return Measurement(
         command=list(argv), backend=backend.name, approximate=counters.approximate,
-        exit_code=137 if counters.oom_kills and ex.shell_code != 0 else ex.shell_code, oom_kills=counters.oom_kills,
+        exit_code=stage_exit_code(ex.shell_code, counters.oom_kills, sig), oom_kills=counters.oom_kills,
         wall_seconds=round(wall, 3), memory_peak_bytes=peak, memory_mean_bytes=sampled.memory_mean_bytes,
         cpu_user_seconds=round(user, 4), cpu_system_seconds=round(system, 4),
         cpu_mean_cores=round((user + system) / wall, 3) if wall > 0 else None,
@@ -107,8 +121,17 @@ def run_measure(cfg: WrapperConfig, argv: Sequence[str], memory_limit: int | Non
     try:
         m = measure_command(cfg, argv, memory_limit, cpus)
     except SpawnError as exc:
+        import errno
+
+        # The shell's codes (POSIX "Command Search and Execution"): 127 not found, 126 not executable.
+        if exc.errno == errno.ENOENT:
+            err.write(f"runner-wrapper measure: {argv[0]}: command not found\n")
+            return 127
+        if exc.errno in (errno.EACCES, errno.ENOEXEC, errno.EPERM, errno.EISDIR):
+            err.write(f"runner-wrapper measure: {argv[0]}: cannot execute: {os.strerror(exc.errno)}\n")
+            return 126
         err.write(f"runner-wrapper measure: cannot start {argv[0]}: {exc}\n")
-        return 127
+        return 125
     except CgroupError as exc:
         err.write(f"runner-wrapper measure: {exc}\n")
         return 125

@@ -24,7 +24,15 @@ __all__ = ["SpawnError", "Exit", "spawn_in_cgroup", "wait_child"]
 
 
 class SpawnError(RuntimeError):
-    """The command could not be started inside the cgroup."""
+    """The command could not be started inside the cgroup.
+
+    ``errno`` is the error of ``exec`` (``ENOENT``: no such command; ``EACCES``/``ENOEXEC``: not
+    executable) and ``None`` when joining the cgroup failed before ``exec``.
+    """
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 class Exit(Record):
@@ -47,18 +55,37 @@ class Exit(Record):
         return 128 + (self.signal or 0)
 
 
+def _set_pdeathsig() -> None:
+    """``prctl(PR_SET_PDEATHSIG, SIGKILL)``: the child dies with the process that started it."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG = 1 (linux/prctl.h), SIGKILL = 9
+
+
 def spawn_in_cgroup(argv: Sequence[str], attach_files: Sequence[str], env: Mapping[str, str],
-                    cwd: str | None = None, pre_exec: Callable[[], None] | None = None) -> int:
+                    cwd: str | None = None, pre_exec: Callable[[], None] | None = None,
+                    pdeathsig: bool = False) -> int:
     """Fork, join the cgroup(s), ``exec``; returns the child's pid or raises :class:`SpawnError`.
 
     ``pre_exec`` runs in the child after it joined the cgroup (as root, the only moment it may write
     ``cgroup.procs``) and before ``cwd``/``exec``: :mod:`runner_wrapper.isolation` drops privileges there.
+    ``pdeathsig``: the command is SIGKILLed if this process dies first (``measure``; a SIGKILLed
+    ``measure`` must not leave it running).
     """
+    if pdeathsig:
+        import ctypes  # noqa: F401 - loaded before fork, so the child only calls into it
+    parent = os.getpid()
     r, w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:  # child: only async-signal-safe-ish work, then exec
+        step = "cgroup"
         try:
             os.close(r)
+            if pdeathsig:
+                _set_pdeathsig()
+                if os.getppid() != parent:  # the parent died before prctl took effect
+                    os._exit(137)
             for sig in (_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
                 _signal.signal(sig, _signal.SIG_DFL)
             me = str(os.getpid()).encode()
@@ -70,14 +97,21 @@ def spawn_in_cgroup(argv: Sequence[str], attach_files: Sequence[str], env: Mappi
                 finally:
                     os.close(fd)
             if pre_exec is not None:
+                step = "user"
                 pre_exec()
             if cwd:
+                step = "cwd"
                 os.chdir(cwd)
+            step = "exec"
             os.execvpe(argv[0], list(argv), dict(env))
         except BaseException as exc:  # noqa: BLE001 - report anything to the parent
             try:
-                what = getattr(exc, "filename", None) or argv[0]
-                os.write(w, f"{what}: {getattr(exc, 'strerror', None) or exc}".encode()[:1000])
+                # "<step> <errno> <text>": the command as given, never execvpe's last PATH candidate.
+                code = getattr(exc, "errno", None) or 0
+                text = getattr(exc, "strerror", None) or str(exc)
+                if step != "exec" and getattr(exc, "filename", None):
+                    text = f"{exc.filename}: {text}"  # type: ignore[attr-defined]
+                os.write(w, f"{step} {code} {text}".encode()[:1000])
             finally:
                 os._exit(127)
     os.close(w)
@@ -90,7 +124,15 @@ def spawn_in_cgroup(argv: Sequence[str], attach_files: Sequence[str], env: Mappi
     os.close(r)
     if chunks:
         os.waitpid(pid, 0)
-        raise SpawnError(b"".join(chunks).decode("utf-8", "replace"))
+        step, code, text = (b"".join(chunks).decode("utf-8", "replace").split(" ", 2) + ["", ""])[:3]
+        errno = int(code) if code.isdigit() and int(code) else None
+        if step == "exec":
+            raise SpawnError(f"{argv[0]}: {text}", errno)
+        if step == "cwd":
+            raise SpawnError(f"cannot change to {cwd}: {text}")
+        if step == "user":
+            raise SpawnError(f"cannot switch to the build user: {text}")
+        raise SpawnError(f"cannot join the cgroup: {text}")
     return pid
 
 

@@ -46,7 +46,7 @@ CONFIG_JSON_ENV = "RUNNER_WRAPPER_CONFIG_JSON"  # same name as runner_wrapper.co
 #: ``config`` hands the stage settings to ``run`` under this name (``job_env``); like the JSON
 #: configuration, only GitLab Runner sets it (job variables arrive as ``CUSTOM_ENV_*``).
 SETTINGS_ENV = "RUNNER_WRAPPER_STAGE_SETTINGS"
-_SETTINGS_FORMAT = 1
+_SETTINGS_FORMAT = 2
 CONFIG_ENV = "RUNNER_WRAPPER_CONFIG"
 #: The default names of the wrapper's secrets: hidden from builds even when the configuration names
 #: others (an admin who moved the key to ``key_file`` may have left the old variable in the runner's env).
@@ -91,7 +91,7 @@ class StageSettings:
 
     __slots__ = ("state_dir", "shell", "sampler_interval", "hidden_env", "key_env", "key", "key_id", "hostname",
                  "runner_name", "v1_root", "v2_root", "parent", "limit_swap", "psutil_enforce_memory",
-                 "key_file", "build_user", "build_dir")
+                 "key_file", "build_user", "build_dir", "kill_grace")
 
     def __init__(self, **kw: Any) -> None:
         for name in self.__slots__:
@@ -113,7 +113,8 @@ class StageSettings:
                    key_id=sig["key_id"], hostname=ex["hostname"], runner_name=ex["runner_name"],
                    v1_root=cg["v1_root"], v2_root=cg["v2_root"], parent=cg["parent"], limit_swap=cg["limit_swap"],
                    psutil_enforce_memory=ex["psutil_enforce_memory"], key_file=sig.get("key_file", ""),
-                   build_user=sig.get("build_user", ""), build_dir=sig.get("build_dir", ""))
+                   build_user=sig.get("build_user", ""), build_dir=sig.get("build_dir", ""),
+                   kill_grace=float(ex["kill_grace_seconds"]))
 
     def resolve_key(self, environ: Mapping[str, str]) -> bytes | None:
         if self.key_file:  # read only now, by the driver (the build cannot: runner_wrapper.isolation)
@@ -209,19 +210,42 @@ def child_env(s: StageSettings, environ: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k not in s.hidden_env}
 
 
+#: Said when a stage fails under a runner that sets no ``BUILD_EXIT_CODE_FILE`` (docs/admin-guide.md).
+NO_EXIT_CODE_FILE = ("WARNING: BUILD_EXIT_CODE_FILE is not set (GitLab Runner older than 17.9): GitLab records "
+                     "exit code 1 for this failure instead of {code}")
+
+
 def check_exit_code_file(env: DriverEnv) -> None:
-    """Refuse to run a stage whose exit code could not be reported (checked *before* the script runs)."""
+    """Start every ``run`` with no exit-code file left by an earlier stage (checked *before* the script runs).
+
+    GitLab Runner never deletes ``$BUILD_EXIT_CODE_FILE`` between stages (only the whole TMPDIR at
+    cleanup) and reads it whenever a stage exits with the build-failure code (gitlab-runner
+    ``executors/custom/command/command.go`` ``parseBuildFailure``), so an earlier stage's code could
+    be reported for a later failure.  The file is removed rather than emptied: the runner reads an
+    empty file as ``strconv.Atoi("")`` -- an error, hence a system failure -- and a missing one as
+    exit code 1.  Runners before 17.9 set no such variable: the stage runs anyway (GitLab then
+    records 1 for every failure).
+    """
     if not env.exit_code_file:
-        raise SystemFailure("BUILD_EXIT_CODE_FILE is not set: cannot report the build's exit code to GitLab")
+        return
     parent = os.path.dirname(env.exit_code_file) or "."
     if not os.path.isdir(parent):
         raise SystemFailure(f"BUILD_EXIT_CODE_FILE {env.exit_code_file}: directory {parent} does not exist")
+    try:
+        os.unlink(env.exit_code_file)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise SystemFailure(f"cannot remove the previous stage's BUILD_EXIT_CODE_FILE {env.exit_code_file}: "
+                            f"{exc.strerror}") from None
 
 
 def _write_exit_code(env: DriverEnv, code: int) -> None:
-    check_exit_code_file(env)
+    if not env.exit_code_file:
+        say(NO_EXIT_CODE_FILE.format(code=code))
+        return
     try:
-        with open(env.exit_code_file, "w") as fh:  # type: ignore[arg-type]
+        with open(env.exit_code_file, "w") as fh:
             fh.write(f"{code}\n")
     except OSError as exc:
         raise SystemFailure(f"cannot write BUILD_EXIT_CODE_FILE {env.exit_code_file}: {exc.strerror}") from None
@@ -235,10 +259,37 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def forward_signal(group: Any, signum: int) -> int:
+    """Send ``signum`` to every process of ``group`` (setsid escapees included); returns how many."""
+    me = os.getpid()
+    sent = 0
+    try:
+        pids = group.pids()
+    except Exception:  # the group may be gone already
+        return 0
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            os.kill(pid, signum)
+            sent += 1
+        except OSError:  # exited meanwhile, or not ours
+            pass
+    return sent
+
+
 def run_in_group(argv: list[str], group: Any, env: Mapping[str, str], interval: float,
-                 on_signal: Any = None, cwd: str | None = None,
-                 pre_exec: Any = None) -> tuple[Any, Any, Any, int, int | None]:
-    """Run ``argv`` inside ``group`` with the sampler and a cgroup-killing SIGTERM handler.
+                 on_signal: Any = None, cwd: str | None = None, grace: float = 0.0,
+                 pdeathsig: bool = False, pre_exec: Any = None) -> tuple[Any, Any, Any, int, int | None]:
+    """Run ``argv`` inside ``group`` with the sampler and a graceful, then cgroup-killing, SIGTERM handler.
+
+    GitLab Runner cancels or times out a driver call with SIGTERM to the driver's process group,
+    then SIGKILL after ``graceful_kill_timeout`` (gitlab-runner ``helpers/process/killer.go``,
+    ``killer_unix.go``).  The first SIGTERM/SIGINT/SIGHUP is forwarded to every process of the
+    group -- processes that left the process group with ``setsid`` too -- which then get ``grace``
+    seconds to exit (a build's TERM trap runs); after that, or at a second signal, the whole group
+    is killed (``cgroup.kill`` on v2).  ``grace=0`` kills at once.  ``pre_exec`` runs in the child
+    before ``exec`` (:mod:`runner_wrapper.isolation` drops to the build user there).
 
     Returns ``(exit, counters, sampler_result, leftover_killed, signal_received)``.
     Shared by ``executor run`` and ``measure``.
@@ -247,33 +298,66 @@ def run_in_group(argv: list[str], group: Any, env: Mapping[str, str], interval: 
     from runner_wrapper.sampler import Sampler
 
     received: list[int] = []
+    deadline: list[float] = []
 
-    def handler(signum: int, _frame: Any) -> None:
-        received.append(signum)
+    def kill_now() -> None:
         try:
             group.kill_all(timeout=8.0)
         except Exception:  # the wait below still reaps the child
             pass
+
+    def handler(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        if len(received) == 1 and grace > 0:
+            deadline.append(time.monotonic() + grace)
+            forward_signal(group, _signal.SIGTERM)
+            _signal.setitimer(_signal.ITIMER_REAL, grace)
+        else:
+            kill_now()
         if on_signal:
             on_signal(signum)
 
+    def on_alarm(_signum: int, _frame: Any) -> None:
+        kill_now()
+
     old = {s: _signal.signal(s, handler) for s in _HANDLED}
+    old[_signal.SIGALRM] = _signal.signal(_signal.SIGALRM, on_alarm)
     try:
         attach = group.attach_files()
-        pid = spawn_in_cgroup(argv, attach, env, cwd=cwd, pre_exec=pre_exec)
+        pid = spawn_in_cgroup(argv, attach, env, cwd=cwd, pre_exec=pre_exec, pdeathsig=pdeathsig)
         if not attach:
             group.add_pid(pid)
         sampler = Sampler(group.sample, interval, alive=lambda: _alive(pid)).start()
         ex = wait_child(pid)
+        if deadline:  # the shell is gone: what it left still gets the rest of the grace period
+            while time.monotonic() < deadline[0] and group.pids():
+                time.sleep(0.02)
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
         if hasattr(group, "note_rusage"):
             group.note_rusage(ex.user_seconds, ex.system_seconds, ex.maxrss_bytes)
         result = sampler.stop()
         leftover = group.kill_all(timeout=8.0)
         counters = group.read()
     finally:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
         for s, h in old.items():
             _signal.signal(s, h)
     return ex, counters, result, leftover, (received[0] if received else None)
+
+
+def stage_exit_code(shell_code: int, oom_kills: int, got_signal: int | None) -> int:
+    """The code GitLab records for a stage (gitlab-mechanics.md §1.5).
+
+    137 only for a real OOM kill (the cgroup's ``oom_kill`` counter rose and the script failed); a
+    stage canceled or timed out through a signal records ``128 + signal`` (143 for SIGTERM), whatever
+    the killed shell returned, so a cancel never reads like a kill for memory.  An OOM kill that the
+    script survived (a build tool retried the killed compiler) keeps the script's success.
+    """
+    if oom_kills and shell_code != 0:
+        return 137
+    if got_signal is not None and shell_code != 0:
+        return 128 + got_signal
+    return shell_code
 
 
 def _print_marker(s: StageSettings, environ: Mapping[str, str], state: JobState) -> None:
@@ -340,7 +424,7 @@ def run_stage(s: StageSettings, environ: Mapping[str, str], env: DriverEnv, scri
     started = time.monotonic()
     try:
         ex, counters, sampled, leftover, got_signal = run_in_group(
-            argv, group, build_env, s.sampler_interval, pre_exec=pre_exec)
+            argv, group, build_env, s.sampler_interval, grace=s.kill_grace, pre_exec=pre_exec)
     except SpawnError as exc:
         try:
             group.remove()
@@ -354,9 +438,7 @@ def run_stage(s: StageSettings, environ: Mapping[str, str], env: DriverEnv, scri
         _warn(s, "stage cgroup not removed; cleanup will retry", error=str(exc))
 
     oom = counters.oom_kills
-    # An OOM kill fails the stage with 137 (§1.5 OOM recipe) unless the script still succeeded
-    # (a build tool that retried a killed compiler): then the job keeps its success, with a warning.
-    code = 137 if oom and ex.shell_code != 0 else ex.shell_code
+    code = stage_exit_code(ex.shell_code, oom, got_signal)
     peak = counters.memory_peak_bytes if counters.memory_peak_bytes is not None else sampled.memory_max_bytes
     state.stages.append(StageFigures(
         name=stage, attempt=attempt, wall_seconds=wall, exit_code=code, oom_kills=oom,
@@ -372,7 +454,10 @@ def run_stage(s: StageSettings, environ: Mapping[str, str], env: DriverEnv, scri
     save_state(spath, state)
 
     if got_signal is not None:
-        say(f"received {_SIGNAL_NAMES.get(got_signal, got_signal)}: killed every process in the stage's cgroup")
+        said = (f": the stage's processes got SIGTERM and {s.kill_grace:g} s to exit, then every process left"
+                if s.kill_grace > 0 else ": every process")
+        say(f"received {_SIGNAL_NAMES.get(got_signal, got_signal)}{said} in its cgroup was killed "
+            f"(recorded as exit {code})")
     elif leftover:
         say(f"stage {stage} left {leftover} process(es) running; they were killed")
     if oom:

@@ -74,13 +74,13 @@ class JobState:
     """Mutable per-job state (a plain class: defining dataclasses costs start-up time)."""
 
     __slots__ = ("job_id", "backend", "started_at", "started_epoch", "identity", "limits", "approximate",
-                 "stages", "driver", "updated_epoch", "signed", "notes")
+                 "stages", "driver", "updated_epoch", "signed", "notes", "after_script_decides")
 
     def __init__(self, job_id: int, backend: str, started_at: str, started_epoch: float,
                  identity: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
                  approximate: bool = False, stages: list[StageFigures] | None = None,
                  driver: dict[str, int] | None = None, updated_epoch: float = 0.0, signed: bool = False,
-                 notes: list[str] | None = None) -> None:
+                 notes: list[str] | None = None, after_script_decides: bool = False) -> None:
         self.job_id = job_id
         self.backend = backend
         self.started_at = started_at
@@ -94,6 +94,8 @@ class JobState:
         self.updated_epoch = updated_epoch
         self.signed = signed
         self.notes: list[str] = notes or []
+        #: ``AFTER_SCRIPT_IGNORE_ERRORS=false``: an ``after_script`` failure fails the job.
+        self.after_script_decides = after_script_decides
 
     def next_attempt(self, stage: str) -> int:
         return 1 + sum(1 for s in self.stages if s.name == stage)

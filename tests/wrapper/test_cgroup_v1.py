@@ -115,33 +115,50 @@ def test_cpu_limit_is_enforced(cg_parent):
     g.remove()
 
 
-def test_sigterm_kills_the_whole_cgroup_including_setsid_escapees(tmp_path, cg_parent):
+def test_sigterm_gives_grace_then_kills_the_whole_cgroup_including_setsid_escapees(tmp_path, cg_parent):
+    """Cancel/timeout (issue 10 points 4 and 5): SIGTERM reaches every process of the stage's cgroup
+    (setsid escapees too, which the runner's process-group SIGTERM misses), the build's TERM trap runs
+    within ``kill_grace_seconds``, then whatever ignores SIGTERM is killed with the cgroup; the stage
+    is recorded as 143 with ``oom_kills=0``, never as 137."""
     cfg = write_config(tmp_path, cg_parent)
+    cfg.write_text(cfg.read_text().replace("[executor]\n", "[executor]\nkill_grace_seconds = 1.5\n", 1))
     jd = job_dir(tmp_path, cfg, make_payload(502))
     pidfile = tmp_path / "pids"
+    trapped = tmp_path / "trapped"
     script = jd.script("s.sh", f"""
-for i in 1 2 3; do setsid sleep 300 & echo $! >> {pidfile}; done
-setsid bash -c 'sleep 300 & echo $! >> {pidfile}; wait' &
+for i in 1 2; do setsid sleep 300 & echo $! >> {pidfile}; done
+setsid bash -c 'trap "" TERM; sleep 300 & echo $! >> {pidfile}; wait' &
+setsid bash -c 'trap "" TERM; while :; do sleep 0.05; done' & echo $! >> {pidfile}
+trap 'sleep 0.3; echo bye > {trapped}; exit 1' TERM
 echo started
-sleep 300
+sleep 300 & wait
 """)
     proc = jd.popen("run", str(script), "build_script")
     deadline = time.time() + 20
     while time.time() < deadline and (not pidfile.exists() or len(pidfile.read_text().split()) < 4):
         time.sleep(0.05)
+    time.sleep(0.2)
     pids = [int(x) for x in pidfile.read_text().split()]
     assert len(pids) == 4 and all(os.path.exists(f"/proc/{p}") for p in pids)
+    t0 = time.monotonic()
     os.killpg(proc.pid, signal.SIGTERM)  # what GitLab Runner does on cancel / timeout (§1.7)
     out, _ = proc.communicate(timeout=20)
+    took = time.monotonic() - t0
     text = out.decode()
     time.sleep(0.1)
     alive = [p for p in pids if os.path.exists(f"/proc/{p}") and
              open(f"/proc/{p}/stat").read().split(")")[1].split()[0] != "Z"]
     assert alive == [], text
-    assert "received SIGTERM: killed every process in the stage's cgroup" in text
+    assert trapped.read_text() == "bye\n", text  # the build's TERM trap ran
+    assert 1.2 <= took < 10, took  # processes ignoring SIGTERM got the grace period, then the cgroup kill
+    assert "received SIGTERM: the stage's processes got SIGTERM and 1.5 s to exit" in text
+    assert "(recorded as exit 143)" in text
     assert not os.path.exists(os.path.join(V1_ROOT, "memory", cg_parent, "job-502", "build_script-1"))
+    assert proc.returncode == 7 and jd.exit_code_file.read_text() == "143\n"
     rec = verify_record(find_markers(out)[-1], {"default": KEY})
-    assert rec.stages[-1].name == "build_script" and rec.stages[-1].exit_code != 0
+    assert rec.stages[-1].name == "build_script"
+    assert (rec.stages[-1].exit_code, rec.stages[-1].oom_kills, rec.usage.oom_kills) == (143, 0, 0)
+    assert rec.exit_code == 143
     assert jd.call("cleanup").returncode == 0
 
 
@@ -195,3 +212,92 @@ def test_sampled_mean_of_a_short_run_is_unknown_and_of_a_long_run_is_right(cg_pa
     assert ex.code == 0 and sampled.samples >= 5
     assert 70 * MiB <= sampled.memory_mean_bytes <= counters.memory_peak_bytes, sampled
     g.remove()
+
+
+def test_a_running_job_is_never_reaped_without_a_state_dir(tmp_path, cg_parent):
+    """Issue 10 point 3: with ``state_dir = ""`` the reaper sees no state; a job cgroup whose directory
+    looks hours old (its mtime does not change when stage children are created) but holds a running
+    stage must survive the next job's ``config``/``prepare``."""
+    import subprocess
+
+    cfg = write_config(tmp_path, cg_parent).read_text()
+    cfg = cfg.replace("stale_after_seconds = 3600", "stale_after_seconds = 60")
+    cfg = cfg.replace(f'state_dir = "{tmp_path / "state"}"', 'state_dir = ""')
+    (tmp_path / "wrapper.toml").write_text(cfg)
+    b = V1Backend(V1_ROOT, cg_parent)
+    running, stage = b.group("job-910"), b.group("job-910/build_script-1")
+    running.create()
+    stage.create()
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        stage.add_pid(sleeper.pid)
+        old = time.time() - 7200
+        os.utime(running.dirs["memory"], (old, old))
+        jd = job_dir(tmp_path, tmp_path / "wrapper.toml", make_payload(911))
+        assert jd.call("config").returncode == 0
+        assert jd.call("prepare").returncode == 0
+        assert sleeper.poll() is None, "a running build was killed by another job's driver"
+        assert running.exists() and stage.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # Once the stage is over and the group has been idle that long, it is reaped.
+    stage.remove()
+    os.utime(running.dirs["memory"], (old, old))
+    p = jd.call("config")
+    assert p.returncode == 0 and not running.exists() and b"reaped stale job cgroup" in p.stderr
+
+
+def test_a_sigkilled_measure_leaves_nothing_behind(tmp_path, cg_parent):
+    """Issue 10 "Also": a SIGKILLed ``runner-wrapper measure`` must not leave its command running nor
+    its ``measure-*`` cgroup behind."""
+    import subprocess
+
+    cfg = write_config(tmp_path, cg_parent)
+    pidfile = tmp_path / "pid"
+    m = subprocess.Popen([sys.executable, "-m", "runner_wrapper", "--config", str(cfg), "measure", "--",
+                          "bash", "-c", f"sleep 300 & echo $! > {pidfile}; wait"], start_new_session=True)
+    deadline = time.time() + 20
+    while time.time() < deadline and not (pidfile.exists() and pidfile.read_text().strip()):
+        time.sleep(0.05)
+    grandchild = int(pidfile.read_text())
+    groups = [n for n in os.listdir(os.path.join(V1_ROOT, "memory", cg_parent)) if n.startswith("measure-")]
+    assert len(groups) == 1
+    m.kill()
+    m.wait()
+    time.sleep(0.2)
+
+    def alive(pid: int) -> bool:
+        try:
+            return open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    # The command itself dies with measure; the reaper (any later measure, config or prepare) kills
+    # what it started and removes the group.
+    p = subprocess.run([sys.executable, "-m", "runner_wrapper", "--config", str(cfg), "measure", "--", "true"],
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    time.sleep(0.1)
+    assert not alive(grandchild)
+    assert not os.path.exists(os.path.join(V1_ROOT, "memory", cg_parent, groups[0]))
+    assert [n for n in os.listdir(os.path.join(V1_ROOT, "memory", cg_parent)) if n.startswith("measure-")] == []
+
+
+def test_measure_missing_and_non_executable_commands(tmp_path):
+    """Issue 10 "Also": a missing command is 127 with a clear message naming it (not a bytes repr of
+    some PATH candidate); a file that cannot be executed is 126."""
+    import subprocess
+
+    cfg = write_config(tmp_path, "unused", backend="psutil")
+    run = lambda *cmd: subprocess.run([sys.executable, "-m", "runner_wrapper", "--config", str(cfg), "measure",  # noqa: E731
+                                       "--", *cmd], capture_output=True, timeout=60)
+    p = run("no-such-command-xyz")
+    assert p.returncode == 127
+    assert p.stderr.decode().strip() == "runner-wrapper measure: no-such-command-xyz: command not found"
+    f = tmp_path / "data.txt"
+    f.write_text("not a program\n")
+    f.chmod(0o644)
+    p = run(str(f))
+    assert p.returncode == 126
+    assert f"runner-wrapper measure: {f}: cannot execute: Permission denied" in p.stderr.decode()

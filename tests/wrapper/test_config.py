@@ -91,3 +91,14 @@ def test_recorded_variables_are_configurable_and_roundtrip():
     with pytest.raises(ConfigError, match=r"\[record\] variables: expected a list"):
         config_from_mapping({"record": {"variables": "CI_JOB_SIZE"}})
     assert load_config(str(SHIPPED)).record == d.record  # the shipped file documents the default
+
+
+def test_shipped_runner_snippet_leaves_the_wrapper_its_grace_period():
+    """The runner SIGKILLs the driver at graceful_kill_timeout (gitlab-runner helpers/process/killer.go):
+    the wrapper's own grace must end first, or a canceled stage is never recorded."""
+    import tomllib
+
+    snippet = tomllib.loads((SHIPPED.parents[1] / "packaging" / "runner" / "config.toml.example").read_text())
+    runner = snippet["runners"][0]
+    assert runner["custom"]["graceful_kill_timeout"] >= load_config(str(SHIPPED)).executor.kill_grace_seconds + 5
+    assert load_config(str(SHIPPED)).executor.builds_dir_is_shared is True

@@ -161,7 +161,11 @@ def _prepared_job(tmp_path, parent, backend="auto", job_id=882):
 
 
 @pytest.mark.parametrize("backend", ["auto", "psutil"])  # the lean path (cgroups) and the full path (psutil)
-def test_missing_exit_code_file_is_found_before_the_script_runs(tmp_path, backend):
+def test_exit_code_file_runners_before_17_9_and_stale_codes(tmp_path, backend):
+    """Issue 10 points 2 and 6.  A runner older than 17.9 sets no BUILD_EXIT_CODE_FILE: the stage runs
+    anyway and fails with the build-failure code (GitLab records 1).  The runner never deletes the file
+    between stages (gitlab-runner executors/custom/command/command.go), so each ``run`` starts by
+    removing an earlier stage's code: a later failure must never be reported with it."""
     if backend == "auto" and v1_usable():
         pytest.skip(v1_usable())
     parent = f"rightsizer-test-{os.getpid()}-ecf-{backend}"
@@ -171,15 +175,24 @@ def test_missing_exit_code_file_is_found_before_the_script_runs(tmp_path, backen
         script = jd.script("s.sh", f"touch {ran}\nexit 3")
         del jd.env["BUILD_EXIT_CODE_FILE"]
         p = jd.call("run", str(script), "build_script")
-        assert p.returncode == 9, p.stdout  # the system-failure code
-        assert b"BUILD_EXIT_CODE_FILE is not set" in p.stdout
-        assert not ran.exists(), "the build ran although its exit code could not have been reported"
+        assert p.returncode == 7, p.stdout  # the build-failure code: GitLab records exit code 1
+        assert ran.exists(), "a runner older than 17.9 could not run any job"
+        assert b"BUILD_EXIT_CODE_FILE is not set (GitLab Runner older than 17.9)" in p.stdout
+        ran.unlink()
         jd.env["BUILD_EXIT_CODE_FILE"] = str(tmp_path / "no-such-dir" / "code")
         p = jd.call("run", str(script), "build_script")
         assert p.returncode == 9 and b"does not exist" in p.stdout and not ran.exists()
         jd.env["BUILD_EXIT_CODE_FILE"] = str(jd.exit_code_file)
         p = jd.call("run", str(script), "build_script")
         assert p.returncode == 7 and ran.exists() and jd.exit_code_file.read_text().strip() == "3"
+        # A later stage that passes leaves no file; one that the driver fails before the script
+        # (here: a script path that cannot run) can never be read as the earlier stage's 3.
+        ok = jd.script("ok.sh", "true")
+        p = jd.call("run", str(ok), "after_script")
+        assert p.returncode == 0 and not jd.exit_code_file.exists()
+        jd.exit_code_file.write_text("3\n")  # as an earlier failing stage leaves it
+        p = jd.call("run", str(tmp_path / "missing-script.sh"), "upload_artifacts_on_failure")
+        assert p.returncode == 7 and jd.exit_code_file.read_text().strip() == "127"
         jd.call("cleanup")
     finally:
         for ctrl in ("memory", "cpu", "cpuacct"):
