@@ -29,7 +29,7 @@ from retry_bot.metrics import BotMetrics
 from retry_bot.poller import CycleReport, Poller, PollerSettings
 from retry_bot.problems import ConfigError
 from retry_bot.state import LeadershipLost
-from runner_wrapper.logconfig import get_logger
+from runner_wrapper.logconfig import get_logger, redact_url
 
 __all__ = ["Bot", "HistoryPredictor", "serve"]
 
@@ -90,7 +90,7 @@ class Bot:
         self.fatal: str | None = None
         self._renewed = time.monotonic()
         self._http: Any = None
-        log.info("bot_ready", gitlab=g.url, token_source=g.token_source, projects=list(p.projects),
+        log.info("bot_ready", gitlab=redact_url(g.url), token_source=g.token_source, projects=list(p.projects),
                  groups=list(p.groups), dry_run=self.dry_run, policy=self.policy_path or "<embedded default>",
                  state=getattr(self.store, "location", config.state_url), signing_keys=sorted(config.signing_keys))
 
@@ -339,16 +339,16 @@ def serve(bot: Bot, *, once: bool = False) -> int:
             if bot._lead():
                 report = bot.once()
                 if report.fatal:
-                    print(f"retry-bot: {report.fatal}", file=sys.stderr)
+                    print(f"retry-bot: {redact_url(report.fatal)}", file=sys.stderr)
                 elif report.errors:
-                    print(f"retry-bot: the cycle had {len(report.errors)} error(s): "
-                          + "; ".join(report.errors[:5]), file=sys.stderr)
+                    print(redact_url(f"retry-bot: the cycle had {len(report.errors)} error(s): "
+                                     + "; ".join(report.errors[:5])), file=sys.stderr)
                 return 1 if report.errors or report.fatal else 0
             log.warning("not_leader", note="another replica holds the lease; nothing done")
             return 0
         code = bot.run_forever()
         if bot.fatal:
-            print(f"retry-bot: {bot.fatal}", file=sys.stderr)
+            print(f"retry-bot: {redact_url(bot.fatal)}", file=sys.stderr)
         log.info("stopped", exit_code=code)
         return code
     finally:
