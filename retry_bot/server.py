@@ -163,6 +163,14 @@ class _Metrics:
             self.oom_kills.labels(project).inc(int(usage["oom_kills"]))
 
 
+def _json_kind(value: Any) -> str:
+    """How JSON calls ``value``'s type, with the value when short (``a number (1)``)."""
+    kind = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
+            type(None): "null"}.get(type(value), type(value).__name__)
+    shown = json.dumps(value, default=str)
+    return f"{kind} ({shown})" if value is not None and len(shown) <= 40 else kind
+
+
 def make_metrics(registry: Any) -> _Metrics:
     return _Metrics(registry)
 
@@ -192,6 +200,8 @@ def ingest_records(
         reason = None
         if isinstance(data, Exception):
             reason, detail = "malformed", str(data)
+        elif not isinstance(data, Mapping):
+            reason, detail = "malformed", f"expected a usage record (a JSON object), got {_json_kind(data)}"
         else:
             try:
                 verify_record(data, keys)
