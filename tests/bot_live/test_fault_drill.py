@@ -1,0 +1,147 @@
+"""The fault drill of docs/standin.md, performed as an admin would: every step a real process (issue 13).
+
+``python -m retry_bot.gitlab.standin serve`` (GitLab + runner loops + control endpoint), ``fail``
+rules for chosen failure reasons, pipelines, the real ``retry-bot run``, a write held by the
+stand-in while the bot is SIGKILLed, a restart, then ``standin check``, ``retry-bot state check``
+and ``retry-bot history``: nothing lost, nothing doubled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.bot_live.farm import ROOT
+
+PY = sys.executable
+STANDIN = [PY, "-m", "retry_bot.gitlab.standin"]
+BOT = [PY, "-m", "retry_bot"]
+
+#: The shipped policy, but infrastructure failures retried at once (the shipped backoff waits a minute).
+DRILL_POLICY = (ROOT / "config" / "policy.toml").read_text() + """
+[categories.dns_error]
+backoff = { initial = "0s" }
+"""
+
+
+def _run(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+
+
+def _jobs(env: dict[str, str]) -> list[dict]:
+    r = _run([*STANDIN, "jobs", "--format", "json"], env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _wait(predicate, timeout: float, what: str, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.3)
+    tail = log.read_text()[-3000:] if log is not None and log.exists() else ""
+    pytest.fail(f"timed out waiting for {what}\n{tail}")
+
+
+def test_admin_fault_drill_sigkill_loses_and_doubles_nothing(tmp_path):
+    info = tmp_path / "standin.json"
+    env = {**os.environ, "STANDIN_INFO": str(info), "PYTHONUNBUFFERED": "1"}
+    standin = subprocess.Popen([*STANDIN, "serve", "--info", str(info), "--job-seconds", "0.1"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    bots: list[subprocess.Popen] = []
+    try:
+        assert standin.stdout is not None
+        first = standin.stdout.readline()
+        assert "control=http://127.0.0.1:" in first, first
+        assert oct(info.stat().st_mode & 0o777) == "0o600"
+        served = json.loads(info.read_text())
+
+        # 1. Chosen failures: 3 fetch jobs lose DNS (retry), 2 builds are OOM-killed (re-create).
+        r = _run([*STANDIN, "fail", "--job", "fetch", "--preset", "dns", "--times", "3"], env)
+        assert r.returncode == 0 and "fail with script_failure, exit code 128" in r.stdout, r.stderr
+        assert _run([*STANDIN, "fail", "--job", "build", "--preset", "oom", "--times", "2"], env).returncode == 0
+        bad = _run([*STANDIN, "fail", "--job", "x", "--reason", "stuck_or_timeout_failure"], env)
+        assert bad.returncode == 2 and "invalid choice" in bad.stderr
+        for _ in range(3):
+            assert _run([*STANDIN, "pipeline"], env).returncode == 0
+        _wait(lambda: sum(j["status"] == "failed" for j in _jobs(env)) == 5, 30, "5 failed jobs")
+        failed = {j["id"]: j["name"] for j in _jobs(env) if j["status"] == "failed"}
+
+        # 2. The real bot, with GitLab holding its answer to the first retry: it is mid-action...
+        (tmp_path / "token").write_text(served["token"] + "\n")
+        (tmp_path / "policy.toml").write_text(DRILL_POLICY)
+        state = f"sqlite:///{tmp_path / 'state.sqlite3'}"
+        (tmp_path / "bot.toml").write_text(f"""
+[gitlab]
+url = "{served['url']}"
+token_file = "{tmp_path / 'token'}"
+request_timeout_seconds = 2
+max_attempts = 3
+max_wait_seconds = 0.5
+max_total_seconds = 10
+[poll]
+projects = ["{served['project']}"]
+interval_seconds = 0.3
+lookback_hours = 1
+[bot]
+policy = "{tmp_path / 'policy.toml'}"
+state_url = "{state}"
+[leader]
+enabled = false
+""")
+        r = _run([*STANDIN, "hold", "--path", r"/jobs/\d+/retry$", "--seconds", "60"], env)
+        assert r.returncode == 0, r.stderr
+        log = tmp_path / "bot.log"
+        out = open(log, "ab")
+        bots.append(subprocess.Popen([*BOT, "--log-format", "json", "run", "--config", str(tmp_path / "bot.toml")],
+                                     env=env, stdout=out, stderr=out, cwd=ROOT))
+        _wait(lambda: any(j["retry_of"] for j in _jobs(env)), 30, "the held retry to land", log)
+
+        # 3. ... and is SIGKILLed there, then restarted.
+        bots[0].send_signal(signal.SIGKILL)
+        bots[0].wait(10)
+        check = _run([*BOT, "state", "check", "--state", state, "--format", "json"], env)
+        assert json.loads(check.stdout)["open_intents"], "the kill must leave the retry's intent open"
+        bots.append(subprocess.Popen([*BOT, "--log-format", "json", "run", "--config", str(tmp_path / "bot.toml")],
+                                     env=env, stdout=out, stderr=out, cwd=ROOT))
+
+        def settled() -> bool:
+            r = _run([*STANDIN, "check", "--format", "json"], env)
+            rep = json.loads(r.stdout)
+            return (len(rep["retried"]) == 3 and len(rep["recreated"]) == 2 and rep["running_or_pending"] == 0
+                    and not rep["failed_without_follow_up"])
+        _wait(settled, 60, "every failed job followed up", log)
+        time.sleep(1.5)                                   # a few more cycles: nothing more may happen
+        bots[1].send_signal(signal.SIGTERM)
+        assert bots[1].wait(20) == 0
+
+        # 4. The checks an admin runs: nothing doubled (GitLab's side), nothing open (the bot's side).
+        r = _run([*STANDIN, "check"], env)
+        assert r.returncode == 0 and "no job was retried or re-created twice" in r.stdout, r.stdout
+        rep = json.loads(_run([*STANDIN, "check", "--format", "json"], env).stdout)
+        assert set(rep["retried"]) | set(rep["recreated"]) == {str(j) for j in failed}
+        assert all(n == 1 for n in [*rep["retried"].values(), *rep["recreated"].values()])
+        check = _run([*BOT, "state", "check", "--state", state], env)
+        assert check.returncode == 0, check.stdout + check.stderr
+        for jid, name in failed.items():
+            h = _run([*BOT, "history", str(jid), "--state", state], env)
+            assert h.returncode == 0, h.stderr
+            assert f"decision: {'retry' if name == 'fetch' else 'resize'}" in h.stdout, h.stdout
+    finally:
+        for p in bots:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+        standin.send_signal(signal.SIGTERM)
+        try:
+            standin.wait(15)
+        except subprocess.TimeoutExpired:
+            standin.kill()
