@@ -145,3 +145,43 @@ enabled = false
             standin.wait(15)
         except subprocess.TimeoutExpired:
             standin.kill()
+
+
+def test_demo_serve_keeps_the_standin_up_for_the_drill(tmp_path):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp_path)}
+    demo = subprocess.Popen([*BOT, "demo", "--serve", "--backend", "psutil"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    seen: list[str] = []
+    try:
+        assert demo.stdout is not None
+        info = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and info is None:
+            line = demo.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if "export STANDIN_INFO=" in line:
+                info = line.split("=", 1)[1].strip()
+        assert info, "".join(seen)
+        text = "".join(seen)
+        assert "demo passed" in text and "files kept in" in text
+        env["STANDIN_INFO"] = info
+        cfg = str(Path(info).with_name("bot.toml"))
+        # The drill's pieces work against the demo: a chosen failure, a pipeline, the real bot (one cycle).
+        assert _run([*STANDIN, "fail", "--job", "fetch", "--preset", "dns"], env).returncode == 0
+        assert _run([*STANDIN, "pipeline"], env).returncode == 0
+        _wait(lambda: any(j["name"] == "fetch" and j["exit_code"] == 128 for j in _jobs(env)), 60, "the DNS failure")
+        dns = next(j["id"] for j in _jobs(env) if j["name"] == "fetch" and j["exit_code"] == 128)
+        once = _run([*BOT, "once", "--config", cfg], env)
+        assert once.returncode == 0, once.stderr[-2000:]
+        assert any(j["retry_of"] == dns for j in _jobs(env)), "the real bot retried the DNS failure"
+        r = _run([*STANDIN, "check"], env)
+        assert r.returncode == 0, r.stdout
+        demo.send_signal(signal.SIGINT)
+        rest, _ = demo.communicate(timeout=30)
+        assert demo.returncode == 0 and "drill stopped" in rest, rest
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait(10)
