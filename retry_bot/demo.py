@@ -410,40 +410,12 @@ def _print_summary(result: DemoResult, out: TextIO, tmp: Path, keep: bool) -> No
           + (f" (files kept in {tmp})" if keep else ""), file=out)
 
 
-def drill_bot_config(tmp: Path, url: str, key: str) -> Path:
-    """``bot.toml`` for the real ``retry-bot run`` against the demo's stand-in (secrets in 0600 files)."""
-    for name, secret in (("gitlab-token", TOKEN), ("signing-key", key)):
-        fd = os.open(tmp / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secret + "\n")
-    cfg = tmp / "bot.toml"
-    cfg.write_text(f"""# the demo's bot, as a separate process (retry-bot demo --serve)
-[gitlab]
-url = "{url}"
-token_file = "{tmp / 'gitlab-token'}"
-request_timeout_seconds = 5
-[poll]
-projects = ["demo/app"]
-interval_seconds = 1
-lookback_hours = 1
-[bot]
-policy = "{tmp / 'policy.toml'}"
-state_url = "sqlite:///{tmp / 'state.sqlite3'}"
-[[signing.keys]]
-id = "{KEY_ID}"
-file = "{tmp / 'signing-key'}"
-[leader]
-enabled = false
-""")
-    return cfg
-
-
 def serve_drill(standin: Any, rules: Any, tmp: Path, url: str, key: str, out: TextIO,
                 serving: threading.Event | None = None) -> None:
     """Keep the stand-in and its runners up, with the control endpoint, until SIGINT/SIGTERM."""
-    from retry_bot.gitlab.standin.cli import ControlServer, write_info
+    from retry_bot.gitlab.standin.cli import ControlServer, drill_bot_config, write_info
 
-    cfg = drill_bot_config(tmp, url, key)
+    cfg = drill_bot_config(tmp, url, standin.token, "demo/app", signing=(KEY_ID, key))
     control = ControlServer(standin, rules, project="demo/app").start()
     info = write_info(tmp / "standin.json", url=url, token=standin.token, project="demo/app",
                       control_url=control.url, control_token=control.token)

@@ -24,8 +24,8 @@ PY = sys.executable
 STANDIN = [PY, "-m", "retry_bot.gitlab.standin"]
 BOT = [PY, "-m", "retry_bot"]
 
-#: The shipped policy, but infrastructure failures retried at once (the shipped backoff waits a minute).
-DRILL_POLICY = (ROOT / "config" / "policy.toml").read_text() + """
+#: Added to the shipped policy: DNS failures retried at once (the shipped backoff waits a minute).
+DRILL_POLICY_EXTRA = """
 [categories.dns_error]
 backoff = { initial = "0s" }
 """
@@ -75,28 +75,15 @@ def test_admin_fault_drill_sigkill_loses_and_doubles_nothing(tmp_path):
         _wait(lambda: sum(j["status"] == "failed" for j in _jobs(env)) == 5, 30, "5 failed jobs")
         failed = {j["id"]: j["name"] for j in _jobs(env) if j["status"] == "failed"}
 
-        # 2. The real bot, with GitLab holding its answer to the first retry: it is mid-action...
-        (tmp_path / "token").write_text(served["token"] + "\n")
-        (tmp_path / "policy.toml").write_text(DRILL_POLICY)
+        # 2. The real bot (serve wrote its bot.toml, token file and policy beside the info file; the
+        #    drill lets DNS failures be retried at once), with GitLab holding its answer to the first
+        #    retry: the bot is mid-action...
+        assert (tmp_path / "gitlab-token").read_text().strip() == served["token"]
+        assert oct((tmp_path / "gitlab-token").stat().st_mode & 0o777) == "0o600"
+        with open(tmp_path / "policy.toml", "a") as fh:
+            fh.write(DRILL_POLICY_EXTRA)
         state = f"sqlite:///{tmp_path / 'state.sqlite3'}"
-        (tmp_path / "bot.toml").write_text(f"""
-[gitlab]
-url = "{served['url']}"
-token_file = "{tmp_path / 'token'}"
-request_timeout_seconds = 2
-max_attempts = 3
-max_wait_seconds = 0.5
-max_total_seconds = 10
-[poll]
-projects = ["{served['project']}"]
-interval_seconds = 0.3
-lookback_hours = 1
-[bot]
-policy = "{tmp_path / 'policy.toml'}"
-state_url = "{state}"
-[leader]
-enabled = false
-""")
+        assert state in (tmp_path / "bot.toml").read_text()
         r = _run([*STANDIN, "hold", "--path", r"/jobs/\d+/retry$", "--seconds", "60"], env)
         assert r.returncode == 0, r.stderr
         log = tmp_path / "bot.log"

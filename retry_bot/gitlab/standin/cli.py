@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["FailRules", "ControlServer", "PRESETS", "RUNNER_FAILURE_REASONS", "main", "write_info"]
+__all__ = ["FailRules", "ControlServer", "PRESETS", "RUNNER_FAILURE_REASONS", "main", "write_info",
+           "drill_bot_config"]
 
 INFO_ENV = "STANDIN_INFO"
 
@@ -314,6 +315,48 @@ class ControlServer:
         return Handler
 
 
+def _secret_file(path: Path, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(value + "\n")
+
+
+def drill_bot_config(directory: str | Path, url: str, token: str, project: str,
+                     signing: tuple[str, str] | None = None, interval: float = 1.0) -> Path:
+    """``bot.toml`` for the real ``retry-bot run`` against a stand-in, written into ``directory``:
+    the token (and signing key) in 0600 files, the state in ``state.sqlite3``, and ``policy.toml``
+    (the shipped policy, unless one is there already: edit it for the drill)."""
+    from retry_bot.policy import default_policy_text
+
+    d = Path(directory).resolve()
+    d.mkdir(parents=True, exist_ok=True)
+    _secret_file(d / "gitlab-token", token)
+    policy = d / "policy.toml"
+    if not policy.exists():
+        policy.write_text(default_policy_text())
+    keys = ""
+    if signing is not None:
+        _secret_file(d / "signing-key", signing[1])
+        keys = f'[[signing.keys]]\nid = "{signing[0]}"\nfile = "{d / "signing-key"}"\n'
+    cfg = d / "bot.toml"
+    cfg.write_text(f"""# retry-bot run --config {cfg}   (against the stand-in at {url})
+[gitlab]
+url = "{url}"
+token_file = "{d / 'gitlab-token'}"
+request_timeout_seconds = 5
+[poll]
+projects = ["{project}"]
+interval_seconds = {interval}
+lookback_hours = 1
+[bot]
+policy = "{policy}"
+state_url = "sqlite:///{d / 'state.sqlite3'}"
+{keys}[leader]
+enabled = false
+""")
+    return cfg
+
+
 def write_info(path: str | Path, **info: Any) -> Path:
     """Write the stand-in's URLs and tokens for the other sub-commands (mode 0600)."""
     p = Path(path)
@@ -393,6 +436,7 @@ def _serve(args: argparse.Namespace) -> int:
             if args.info:
                 write_info(args.info, url=standin.url, token=standin.token, project=args.project,
                            control_url=control.url, control_token=control.token)
+                drill_bot_config(Path(args.info).parent, standin.url, standin.token, args.project)
             print(f"url={standin.url} token={standin.token} project={args.project} control={control.url}"
                   + (f" info={args.info}" if args.info else ""), flush=True)
             done.wait()
@@ -498,7 +542,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--runners", type=int, default=2, help="runner loops executing jobs (default 2; 0: none)")
     s.add_argument("--job-seconds", type=float, default=0.5, help="how long each job runs (default 0.5)")
     s.add_argument("--control-port", type=int, default=0, help="port of the control endpoint (default: ephemeral)")
-    s.add_argument("--info", help="write URLs and tokens here (mode 0600) for the other sub-commands")
+    s.add_argument("--info", help="write URLs and tokens here (mode 0600) for the other sub-commands, and "
+                                  "bot.toml, policy.toml and gitlab-token beside it for the real bot")
     s.set_defaults(func=None)
 
     def client(name: str, helptext: str) -> argparse.ArgumentParser:
