@@ -74,7 +74,7 @@ def format_duration(seconds: float) -> str | float:
 
 
 def exact_memory(nbytes: int) -> str | int:
-    """A quantity string equal to ``nbytes`` exactly (``"4Gi"``, ``"96G"``, ``"1536Mi"``, ``"1k"``), else the integer."""
+    """A quantity string equal to ``nbytes`` exactly (``"4Gi"``, ``"96G"``, ``"1536Mi"``, ``"1k"``), else the int."""
     if nbytes <= 0:
         return int(nbytes)
     for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20)):
