@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 #: Sub-command modules under retry_bot.commands, in help order.
@@ -11,6 +12,39 @@ COMMAND_MODULES = (
     "classify", "policy", "run", "history", "demo", "ingest", "predict", "simulate",
     "report", "serve", "state",
 )
+
+
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+_LITERAL = re.compile(r"``(.+?)``", re.S)
+
+
+def plain_text(text: str | None) -> str | None:
+    """reST as a terminal shows it: ``literal`` -> literal, :func:`x` -> x, a trailing ``::`` -> ``:``.
+
+    The sub-commands' descriptions are their module docstrings (reST, for the API docs).
+
+    >>> plain_text("Reads ``--config`` (see :func:`retry_bot.daemon.serve`)::")
+    'Reads --config (see retry_bot.daemon.serve):'
+    """
+    if not text:
+        return text
+    text = _ROLE.sub(r"\1", text)
+    text = _LITERAL.sub(r"\1", text)
+    return re.sub(r"(?<=\S)::$", ":", text, flags=re.M)
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Render every description, epilog and option help of ``parser`` (and its sub-commands) as plain text."""
+    parser.description = plain_text(parser.description)
+    parser.epilog = plain_text(parser.epilog)
+    for action in parser._actions:
+        if action.help not in (None, argparse.SUPPRESS):
+            action.help = plain_text(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                choice.help = plain_text(choice.help)
+            for sub in set(action.choices.values()):
+                _plain_help(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         mod.register(sub)
+    _plain_help(p)
     return p
 
 

@@ -297,9 +297,12 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
     for t in usage_tokens:
         register_secret(t)
     if listen:
-        host, _, port = listen.rpartition(":")
-        if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            bad("http.listen", f"must be HOST:PORT, got {listen!r}")
+        from retry_bot.httpserver import ListenError, parse_listen
+
+        try:
+            parse_listen(listen)
+        except ListenError as exc:
+            bad("http.listen", str(exc))
 
     # [signing]
     s = table("signing")

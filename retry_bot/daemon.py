@@ -15,7 +15,6 @@ Signals:
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
@@ -30,7 +29,7 @@ from retry_bot.metrics import BotMetrics
 from retry_bot.poller import CycleReport, Poller, PollerSettings
 from retry_bot.problems import ConfigError
 from retry_bot.state import LeadershipLost
-from runner_wrapper.logconfig import get_logger
+from runner_wrapper.logconfig import get_logger, redact_url
 
 __all__ = ["Bot", "HistoryPredictor", "serve"]
 
@@ -91,7 +90,7 @@ class Bot:
         self.fatal: str | None = None
         self._renewed = time.monotonic()
         self._http: Any = None
-        log.info("bot_ready", gitlab=g.url, token_source=g.token_source, projects=list(p.projects),
+        log.info("bot_ready", gitlab=redact_url(g.url), token_source=g.token_source, projects=list(p.projects),
                  groups=list(p.groups), dry_run=self.dry_run, policy=self.policy_path or "<embedded default>",
                  state=getattr(self.store, "location", config.state_url), signing_keys=sorted(config.signing_keys))
 
@@ -222,23 +221,23 @@ class Bot:
         return 0
 
     def start_http(self) -> str | None:
-        """Serve /metrics and /healthz (plus the prediction endpoints when available)."""
+        """Serve /metrics, /healthz (:meth:`health`), /v1/allocation and /v1/usage.
+
+        The same bounded server as ``retry-bot serve`` (:mod:`retry_bot.httpserver`).
+        """
         if not self.config.listen:
             return None
-        host, _, port = self.config.listen.rpartition(":")
-        try:
-            from retry_bot.server import AllocationServer
-        except ImportError:  # the prediction endpoints are optional
-            self._http = _start_http(host, int(port), self)
-            return f"http://{host}:{self._http.server_address[1]}"
+        from retry_bot.httpserver import parse_listen
         from retry_bot.predict.estimator import Clamp
         from retry_bot.predict.sources import settings_from_policy
+        from retry_bot.server import AllocationServer
 
-        srv = _HealthAwareServer(self, store=self.store, tokens=self.config.usage_tokens,
+        host, port = parse_listen(self.config.listen)  # validated by load_config
+        srv = AllocationServer(store=self.store, tokens=self.config.usage_tokens,
                                signing_keys=self.config.signing_keys, registry=self.metrics.registry,
                                settings=settings_from_policy(self._policy),
                                clamp=Clamp(max_memory_bytes=self._policy.memory_cap()),
-                               host=host, port=int(port), clock=self.clock)
+                               host=host, port=port, clock=self.clock, health=self.health)
         srv.start()
         self._http = srv
         log.info("http_listening", address=f"{host}:{srv.port}",
@@ -252,11 +251,7 @@ class Bot:
             except Exception:  # noqa: BLE001
                 pass
         if self._http is not None:
-            if hasattr(self._http, "close"):
-                self._http.close()
-            else:
-                self._http.shutdown()
-                self._http.server_close()
+            self._http.close()
         self.client.close()
         try:
             self.store.close()
@@ -323,62 +318,6 @@ class HistoryPredictor:
         return int(alloc.memory_limit_bytes or alloc.memory_request_bytes)
 
 
-def _HealthAwareServer(bot: Bot, **kw: Any) -> Any:  # noqa: N802 - a class factory
-    """The prediction server whose ``/healthz`` answers with :meth:`Bot.health` (503 when unhealthy).
-
-    ``retry_bot.server.AllocationServer`` always answers ``ok``; its handler is extended here
-    (a ``health`` hook in that class would be cleaner: requested from its owner).
-    """
-    from retry_bot.server import AllocationServer
-
-    class Server(AllocationServer):
-        def _handler_class(self) -> Any:
-            base = super()._handler_class()
-
-            class Handler(base):  # type: ignore[misc, valid-type]
-                def do_GET(self) -> None:  # noqa: N802
-                    if self.path.split("?", 1)[0] == "/healthz":
-                        ok, details = bot.health()
-                        self._send(200 if ok else 503, details, "healthz")
-                        return
-                    super().do_GET()
-
-            return Handler
-
-    return Server(**kw)
-
-
-def _start_http(host: str, port: int, bot: Bot) -> Any:
-    """A small HTTP server: ``/metrics`` from the bot's registry and ``/healthz``."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-    class H(BaseHTTPRequestHandler):
-        def log_message(self, *a: Any) -> None:
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802
-            if self.path.startswith("/metrics"):
-                body, ctype, code = generate_latest(bot.metrics.registry), CONTENT_TYPE_LATEST, 200
-            elif self.path.startswith("/healthz"):
-                ok, details = bot.health()
-                body, ctype, code = (json.dumps(details) + "\n").encode(), "application/json", 200 if ok else 503
-            else:
-                body, ctype, code = b"not found\n", "text/plain", 404
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    srv = ThreadingHTTPServer((host, port), H)
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True,
-                     name="retry-bot-http").start()
-    log.info("http_listening", address=f"{host}:{srv.server_address[1]}")
-    return srv
-
-
 def serve(bot: Bot, *, once: bool = False) -> int:
     """Run ``bot`` in the foreground with signal handling; returns the exit code."""
     previous: dict[int, Any] = {}
@@ -400,16 +339,16 @@ def serve(bot: Bot, *, once: bool = False) -> int:
             if bot._lead():
                 report = bot.once()
                 if report.fatal:
-                    print(f"retry-bot: {report.fatal}", file=sys.stderr)
+                    print(f"retry-bot: {redact_url(report.fatal)}", file=sys.stderr)
                 elif report.errors:
-                    print(f"retry-bot: the cycle had {len(report.errors)} error(s): "
-                          + "; ".join(report.errors[:5]), file=sys.stderr)
+                    print(redact_url(f"retry-bot: the cycle had {len(report.errors)} error(s): "
+                                     + "; ".join(report.errors[:5])), file=sys.stderr)
                 return 1 if report.errors or report.fatal else 0
             log.warning("not_leader", note="another replica holds the lease; nothing done")
             return 0
         code = bot.run_forever()
         if bot.fatal:
-            print(f"retry-bot: {bot.fatal}", file=sys.stderr)
+            print(f"retry-bot: {redact_url(bot.fatal)}", file=sys.stderr)
         log.info("stopped", exit_code=code)
         return code
     finally:

@@ -37,6 +37,7 @@ from retry_bot.policy.model import (
     Policy,
     ResolvedRule,
     RunnerClass,
+    UnknownLimit,
 )
 from retry_bot.policy.resize import (
     format_memory_within,
@@ -285,13 +286,15 @@ class _Decider:
         request = self._memory_request_in_force()
         peak = self._observed_peak()
         used = memory_used(limit, peak, request)
-        if used is None:
+        unknown = used is None
+        if unknown and r.unknown_limit == UnknownLimit.NONE:
             return self.none(f"{what}: cannot size a resize: neither the memory limit in force nor an "
-                             "observed peak is known (set resize.default_memory or a runner class "
-                             "default_memory)", "resize.default_memory")
-        need = memory_need(used, r, self.predicted)
+                             "observed peak is known (set resize.default_memory, a runner class "
+                             "default_memory, or resize.unknown_limit = \"max\")", "resize.unknown_limit")
         global_cap = r.max_memory if self.resolved.max_memory is None else min(r.max_memory, self.resolved.max_memory)
         cap_src = "resize.max_memory" if global_cap == r.max_memory else self.resolved.max_memory_source
+        # Nothing known (resize.unknown_limit = "max"): one step to the largest limit allowed.
+        need = global_cap if unknown else memory_need(used, r, self.predicted)
         target, _ = self._climb(need_memory=need, need_cpu=None, global_cap=global_cap,
                                 requests_only=not names.memory_limit)
         if p.runner_classes and target is None:
@@ -304,7 +307,7 @@ class _Decider:
         if rc is not None and not names.memory_limit and rc.request_cap < cap:
             # Requests only: the new memory goes into the request, so its ceiling applies.
             cap, cap_src = rc.request_cap, f"runner_classes[{target}].max_memory_request"
-        if need > cap and r.beyond_top == BeyondTop.STOP:
+        if need > cap and r.beyond_top == BeyondTop.STOP and not unknown:
             return self.none(f"{what}: needs {human_bytes(need)}, more than the largest allowed "
                              f"{human_bytes(cap)} ({cap_src}; beyond_top = \"stop\")", "resize.beyond_top")
         new = min(need, cap)
@@ -312,7 +315,7 @@ class _Decider:
         if worst_case:
             new = cap
         text, new_bytes = format_memory_within(new, cap, names.memory_format.value)
-        if new_bytes <= used:
+        if used is not None and new_bytes <= used:
             return self.none(f"{what}: already at the ceiling: {human_bytes(used)} in use when killed, "
                              f"the most allowed is {human_bytes(cap)} ({cap_src})", cap_src)
         if rc is not None:
@@ -326,8 +329,10 @@ class _Decider:
         if names.memory_limit:
             variables[names.memory_limit] = text
             limit_out = new_bytes
-        if names.memory_request and (names.raise_request or not names.memory_limit
-                                     or (request is not None and request > new_bytes)):
+        if unknown and names.memory_limit:
+            pass  # the request stays as it was: nothing known to reserve for
+        elif names.memory_request and (names.raise_request or not names.memory_limit
+                                       or (request is not None and request > new_bytes)):
             rtext, request_out = format_memory_within(min(new_bytes, request_cap), min(new_bytes, request_cap),
                                                       names.memory_format.value)
             variables[names.memory_request] = rtext
@@ -335,9 +340,12 @@ class _Decider:
         base = f"{human_bytes(limit)} limit ({limit_src})" if limit else "no known limit"
         if peak:
             base += f", peak {human_bytes(peak)}"
-        if self.predicted and need > memory_need(used, r):
+        if unknown:
+            notes.append("nothing says the limit in force, so the largest allowed, as resize.unknown_limit = "
+                         "\"max\" says; resize.default_memory would size from the runners' default instead")
+        elif self.predicted and need > memory_need(used, r):
             notes.append(f"raised to the prediction {human_bytes(self.predicted)}")
-        if need > cap:
+        if need > cap and not unknown:
             notes.append(f"capped by {cap_src}")
         if worst_case:
             notes.append("last re-run: the class maximum (last_attempt = \"max\")")

@@ -32,6 +32,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from dataclasses import dataclass, field
@@ -41,7 +42,11 @@ from typing import Any, TextIO
 
 from runner_wrapper.logconfig import get_logger
 
-__all__ = ["run_demo", "DemoResult", "project_ci_yaml", "template_text", "demo_cgroup_dirs", "remove_demo_cgroups"]
+__all__ = ["run_demo", "DemoResult", "project_ci_yaml", "template_text", "demo_cgroup_dirs", "remove_demo_cgroups",
+           "timeline_lines", "TIMELINE_WIDTH"]
+
+#: Width of the printed timeline; longer entries wrap at word boundaries.
+TIMELINE_WIDTH = 120
 
 log = get_logger("retry_bot.demo")
 
@@ -177,6 +182,17 @@ class DemoResult:
     cgroups_left: list[str] = field(default_factory=list)
 
 
+def timeline_lines(elapsed: float, who: str, text: str, width: int = TIMELINE_WIDTH) -> list[str]:
+    """One timeline entry as printed: ``  12.3s  bot     text``, wrapped at word boundaries to
+    ``width`` (continuation lines aligned under the text, its own indent kept); a word longer
+    than a line (a URL, a path) is kept whole rather than cut."""
+    prefix = f"{elapsed:6.1f}s  {who:<7} "
+    indent = " " * (len(prefix) + len(text) - len(text.lstrip(" ")))
+    lines = textwrap.wrap(text, width=max(width - len(prefix), 20), subsequent_indent=indent[len(prefix):],
+                          break_long_words=False, break_on_hyphens=False) or [""]
+    return [prefix + lines[0]] + [" " * len(prefix) + ln for ln in lines[1:]]
+
+
 class _Timeline:
     def __init__(self, out: TextIO, live: bool) -> None:
         self.t0 = time.monotonic()
@@ -186,11 +202,11 @@ class _Timeline:
         self.lock = threading.Lock()
 
     def add(self, who: str, text: str) -> None:
-        line = f"{time.monotonic() - self.t0:6.1f}s  {who:<7} {text}"
+        lines = timeline_lines(time.monotonic() - self.t0, who, text)
         with self.lock:
-            self.lines.append(line)
+            self.lines.extend(lines)
             if self.live:
-                print(line, file=self.out, flush=True)
+                print("\n".join(lines), file=self.out, flush=True)
 
 
 def _wrapper_config(tmp: Path, parent: str, backend: str) -> Path:
@@ -216,12 +232,21 @@ psutil_enforce_memory = true
 
 
 def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = False, live: bool = True,
-             workdir: str | None = None, backend: str = "auto") -> DemoResult:
+             workdir: str | None = None, backend: str = "auto", serve: bool = False,
+             serving: threading.Event | None = None) -> DemoResult:
     """Run the demo; returns what happened (``ok`` only if all three outcomes happened).
 
     ``backend`` is the runner wrapper's measurement backend (``auto`` picks real
     cgroups where the host allows; ``psutil`` forces the unprivileged fallback).
+
+    ``serve`` (implies ``keep``): afterwards, stop the in-process bot but keep the stand-in
+    and its runners, with the stand-in CLI's control endpoint, until SIGINT/SIGTERM
+    (:func:`serve_drill`); ``serving`` is set once they are ready (tests).
     """
+    from retry_bot.gitlab.standin.cli import FailRules
+
+    keep = keep or serve
+    rules = FailRules()
     from retry_bot.actions import ActionSettings
     from retry_bot.config import BotConfig, GitLabSettings, PollSettings
     from retry_bot.daemon import Bot
@@ -276,7 +301,7 @@ def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = Fa
             text = res.log.decode("utf-8", "replace")
             for ln in text.splitlines():
                 if "runner-wrapper: OOM" in ln or "backend" in ln and "runner-wrapper" in ln:
-                    tl.add("runner", "  " + ln.strip()[:150])
+                    tl.add("runner", "  " + ln.strip())
             if "cgroup-v1" in text:
                 backends.append("cgroup-v1")
             elif "cgroup-v2" in text:
@@ -287,7 +312,7 @@ def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = Fa
                     else None}
 
         for _ in range(2):  # two concurrent runners, like a small farm
-            standin.attach_runner(execute, poll_interval=0.05)
+            standin.attach_runner(rules.wrap(execute), poll_interval=0.05)
         policy_path = tmp / "policy.toml"
         policy_path.write_text(DEMO_POLICY)
         cfg = BotConfig(
@@ -350,6 +375,12 @@ def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = Fa
         result.outcomes = outcomes
         result.ok = bool(outcomes) and all(outcomes.values())
         result.backend = backends[-1] if backends else "psutil fallback"
+        if serve:
+            bot.close()  # the admin runs the real `retry-bot run` against the stand-in from now on
+            bot = None
+            result.seconds = time.monotonic() - started
+            _print_summary(result, out, tmp, keep)
+            serve_drill(standin, rules, tmp, url, key, out, serving)
     finally:
         if bot is not None:
             bot.close()
@@ -360,6 +391,12 @@ def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = Fa
         result.timeline = tl.lines
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
+    if not serve:
+        _print_summary(result, out, tmp, keep)
+    return result
+
+
+def _print_summary(result: DemoResult, out: TextIO, tmp: Path, keep: bool) -> None:
     print("", file=out)
     print(f"measurement backend: {result.backend}", file=out)
     for d in result.cgroups_left:
@@ -371,7 +408,38 @@ def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = Fa
         print(f"  [{'ok' if result.outcomes.get(k) else 'MISSING'}] {text}", file=out)
     print(f"demo {'passed' if result.ok else 'FAILED'} in {result.seconds:.1f}s"
           + (f" (files kept in {tmp})" if keep else ""), file=out)
-    return result
+
+
+def serve_drill(standin: Any, rules: Any, tmp: Path, url: str, key: str, out: TextIO,
+                serving: threading.Event | None = None) -> None:
+    """Keep the stand-in and its runners up, with the control endpoint, until SIGINT/SIGTERM."""
+    from retry_bot.gitlab.standin.cli import ControlServer, drill_bot_config, write_info
+
+    cfg = drill_bot_config(tmp, url, standin.token, "demo/app", signing=(KEY_ID, key))
+    control = ControlServer(standin, rules, project="demo/app").start()
+    info = write_info(tmp / "standin.json", url=url, token=standin.token, project="demo/app",
+                      control_url=control.url, control_token=control.token)
+    state = f"sqlite:///{tmp / 'state.sqlite3'}"
+    s = "python -m retry_bot.gitlab.standin"
+    print(f"""
+fault drill: the stand-in ({url}) and its runners keep running; Ctrl-C ends them.
+  export STANDIN_INFO={info}
+  retry-bot run --config {cfg} &                    # the bot, as its own process
+  {s} fail --job fetch --preset dns --times 2   # the next 2 fetch jobs lose DNS
+  {s} hold --path '/jobs/\\d+/retry$'          # GitLab retries, then holds its answer
+  {s} pipeline                                  # a new pipeline: build, compile, fetch
+  kill -KILL %1; retry-bot run --config {cfg} &     # SIGKILL the bot mid-action, restart it
+  {s} jobs ; {s} check              # nothing doubled (exit 1 if it was)
+  retry-bot state check --state {state}
+  retry-bot history JOB_ID --state {state}""", file=out, flush=True)
+    if serving is not None:
+        serving.set()
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        print("drill stopped", file=out, flush=True)
+    finally:
+        control.close()
 
 
 def _outcomes(standin: Any, bot: Any) -> dict[str, bool]:

@@ -2,8 +2,9 @@
 
 What an admin would rather look at than read:
 
-* requested vs used memory per package over time (the packages that reserve
-  the most), with limits, OOM kills (red x) and recoveries (green circle);
+* requested vs used memory per package (Spack spec) or per job name over
+  time (those that reserve the most), with limits, peaks (brown ring), OOM
+  kills (red x) and recoveries (green circle);
 * reserved vs used memory per day for the whole fleet;
 * OOM kills and recoveries in numbers;
 * the failure taxonomy by family (from the state store's classified jobs).
@@ -27,7 +28,8 @@ __all__ = ["Point", "ReportData", "ReportError", "collect_from_trace", "collect_
            "render_png", "find_chromium", "output_format"]
 
 GB = 1e9
-COLORS = {"request": "#1f77b4", "used": "#ff7f0e", "peak": "#d62728", "limit": "#7f7f7f",
+#: Every series has its own colour: peak used (brown) is not an OOM kill (red).
+COLORS = {"request": "#1f77b4", "used": "#ff7f0e", "peak": "#8c564b", "limit": "#7f7f7f",
           "kill": "#d62728", "recovery": "#2ca02c", "static": "#9467bd"}
 FAMILY_COLORS = {"oom": "#d62728", "timeout": "#ff7f0e", "infrastructure": "#1f77b4",
                  "build_error": "#8c564b", "config_error": "#e377c2", "canceled": "#7f7f7f",
@@ -58,6 +60,20 @@ class ReportData:
     summary: dict[str, Any] = field(default_factory=dict)
     families: dict[str, int] = field(default_factory=dict)
     families_note: str = ""
+    #: What the charts are drawn per: "package" when every name is a Spack package, else "job".
+    unit: str = "package"
+
+
+def _unit(sources: Sequence[str]) -> str:
+    """``package`` when every drawn name came from a Spack spec, else ``job``."""
+    return "package" if sources and all(s == "package" for s in sources) else "job"
+
+
+def _name_of(key: Any, fallback: str | None) -> tuple[str, str]:
+    """``(name, source)``: the package of a Spack job, else its job name."""
+    if key.get("package"):
+        return str(key.get("package")), "package"
+    return key.get("job") or fallback or "?", "job"
 
 
 # ------------------------------------------------------------------ collection
@@ -74,6 +90,7 @@ def collect_from_trace(path: str, policy_path: str | None = None, top: int = 8) 
         by_job[r["job_id"]].append(r)
     packages: dict[str, list[Point]] = defaultdict(list)
     reserved: Counter[str] = Counter()
+    source_of: dict[str, str] = {}
     recovered = failed = 0
     for job in jobs:
         rows = by_job[job.job_id]
@@ -88,7 +105,7 @@ def collect_from_trace(path: str, policy_path: str | None = None, top: int = 8) 
         ok = not job.killed(last["memory_limit_bytes"])
         recovered += bool(kills) and ok
         failed += not ok
-        pkg = job.key.get("package") or job.key.get("job") or job.job_name
+        pkg, source_of[pkg] = _name_of(job.key, job.job_name)
         reserved[pkg] += last["memory_request_bytes"] * job.duration_s
         packages[pkg].append(Point(
             t=job.t, request=float(last["memory_request_bytes"]),
@@ -111,7 +128,8 @@ def collect_from_trace(path: str, policy_path: str | None = None, top: int = 8) 
         packages={p: packages[p] for p in chosen}, summary=summary,
         families={"oom": m["jobs_oom_killed"]},
         families_note="A trace records only memory: the OOM family counts jobs with at least one kill. "
-                      "Run the report against the state store to see every family.")
+                      "Run the report against the state store to see every family.",
+        unit=_unit([source_of[p] for p in chosen]))
 
 
 def collect_from_store(store: Any, top: int = 8) -> ReportData:
@@ -136,9 +154,12 @@ def collect_from_store(store: Any, top: int = 8) -> ReportData:
     killed: set[int] = set()
     with_record: set[int] = set()
 
+    source_of: dict[str, str] = {}
+
     def package_of(name: str | None, variables: Mapping[str, Any] | None) -> str:
         key = extract_key(keys, job_name=name, variables={str(k): str(v) for k, v in (variables or {}).items()})
-        return key.get("package") or key.get("job") or (name or "?")
+        drawn, source_of[drawn] = _name_of(key, name)
+        return drawn
 
     for row in store.usage_records():
         records += 1
@@ -231,7 +252,8 @@ def collect_from_store(store: Any, top: int = 8) -> ReportData:
         packages={p: packages[p] for p in chosen},
         summary={"usage records": records, "OOM kills": len(killed),
                  "recoveries (re-created job succeeded)": len(recovered_lineages)},
-        families=families, families_note=" ".join(x for x in (note, lineage_note) if x))
+        families=families, families_note=" ".join(x for x in (note, lineage_note) if x),
+        unit=_unit([source_of.get(p, "job") for p in chosen]))
 
 
 def _member_of(store: Any, job_id: int) -> Any:
@@ -262,8 +284,16 @@ def _store_families(store: Any) -> tuple[dict[str, int], str]:
 
 
 # ------------------------------------------------------------------ rendering
-def _fmt_time(t: float) -> str:
-    return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%Y-%m-%d")
+def _fmt_time(t: float, fmt: str = "%Y-%m-%d") -> str:
+    return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime(fmt)
+
+
+def _axis_labels(t0: float, t1: float) -> list[str]:
+    """Labels for both ends of a time axis: dates, with the time of day when the span is under
+    two days, and one label when both ends read the same (a short history)."""
+    fmt = "%Y-%m-%d" if t1 - t0 >= 2 * 86400 else "%Y-%m-%d %H:%M"
+    a, b = _fmt_time(t0, fmt), _fmt_time(t1, fmt)
+    return [a] if a == b else [a, b]
 
 
 def _nice_max(v: float) -> float:
@@ -299,8 +329,10 @@ def _package_svg(name: str, pts: Sequence[Point], w: int = 460, h: int = 220) ->
         yy = y(v * GB)
         out.append(f'<line x1="{pad_l}" x2="{w - pad_r}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#eee"/>')
         out.append(f'<text x="{pad_l - 4}" y="{yy + 4:.1f}" font-size="10" text-anchor="end">{v:g} GB</text>')
-    out.append(f'<text x="{pad_l}" y="{h - 8}" font-size="10">{_fmt_time(t0)}</text>')
-    out.append(f'<text x="{w - pad_r}" y="{h - 8}" font-size="10" text-anchor="end">{_fmt_time(t1)}</text>')
+    labels = _axis_labels(t0, max(max(p.t for p in pts), max((k[0] for p in pts for k in p.kills), default=t0)))
+    out.append(f'<text x="{pad_l}" y="{h - 8}" font-size="10">{labels[0]}</text>')
+    if len(labels) > 1:
+        out.append(f'<text x="{w - pad_r}" y="{h - 8}" font-size="10" text-anchor="end">{labels[1]}</text>')
 
     def path(vals: list[tuple[float, float]], color: str, dash: str = "") -> None:
         if len(vals) < 1:
@@ -380,7 +412,9 @@ def _fleet_svg(packages: Mapping[str, Sequence[Point]], w: int = 940, h: int = 2
             out.append(f'<rect x="{x0 + j * bw / 3:.1f}" y="{h - pad_b - bh:.1f}" width="{max(bw / 3 - 0.5, 0.5):.1f}" '
                        f'height="{bh:.1f}" fill="{c}"/>')
     out.append(f'<text x="{pad_l}" y="{h - 6}" font-size="10">{_fmt_time(ds[0] * 86400)}</text>')
-    out.append(f'<text x="{w - 10}" y="{h - 6}" font-size="10" text-anchor="end">{_fmt_time(ds[-1] * 86400)}</text>')
+    if ds[-1] != ds[0]:  # one day of history: one date, not the same one twice
+        out.append(f'<text x="{w - 10}" y="{h - 6}" font-size="10" text-anchor="end">'
+                   f'{_fmt_time(ds[-1] * 86400)}</text>')
     out.append("</svg>")
     return "".join(out)
 
@@ -415,10 +449,10 @@ td {{ text-align: right; font-variant-numeric: tabular-nums; }}
 <p class="note">Source: {html.escape(data.source)}</p>
 <h2>Summary</h2>
 <table>{''.join(rows)}</table>
-<h2>Requested vs used memory per package over time</h2>
+<h2>Requested vs used memory per {data.unit} over time</h2>
 <p>{_legend()}</p>
 <div class="grid">{charts or '<p>No usage history yet.</p>'}</div>
-<h2>Per day, packages above: static sizes, requested, used (GB, summed over jobs)</h2>
+<h2>Per day, {data.unit}s above: static sizes, requested, used (GB, summed over jobs)</h2>
 <p><span class="lg"><span class="sw" style="background:{COLORS['static']}"></span>static size</span>
 <span class="lg"><span class="sw" style="background:{COLORS['request']}"></span>requested</span>
 <span class="lg"><span class="sw" style="background:{COLORS['used']}"></span>mean used</span></p>

@@ -25,10 +25,12 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import parse_qs, urlsplit
 
+from retry_bot.httpserver import (
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT, DEFAULT_WORKERS, BoundedHTTPServer, RequestHandler,
+)
 from retry_bot.predict.estimator import Clamp, gantry_variables, new_index, predict
 from retry_bot.predict.history import HistoryIndex
 from retry_bot.predict.keys import SpecError, extract_key, parse_spack_spec
@@ -161,6 +163,14 @@ class _Metrics:
             self.oom_kills.labels(project).inc(int(usage["oom_kills"]))
 
 
+def _json_kind(value: Any) -> str:
+    """How JSON calls ``value``'s type, with the value when short (``a number (1)``)."""
+    kind = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
+            type(None): "null"}.get(type(value), type(value).__name__)
+    shown = json.dumps(value, default=str)
+    return f"{kind} ({shown})" if value is not None and len(shown) <= 40 else kind
+
+
 def make_metrics(registry: Any) -> _Metrics:
     return _Metrics(registry)
 
@@ -190,6 +200,8 @@ def ingest_records(
         reason = None
         if isinstance(data, Exception):
             reason, detail = "malformed", str(data)
+        elif not isinstance(data, Mapping):
+            reason, detail = "malformed", f"expected a usage record (a JSON object), got {_json_kind(data)}"
         else:
             try:
                 verify_record(data, keys)
@@ -227,7 +239,7 @@ def ingest_records(
 
 
 class AllocationServer:
-    """The bot-side HTTP server (threaded, stdlib).
+    """The bot-side HTTP endpoints, served by :class:`retry_bot.httpserver.BoundedHTTPServer`.
 
     Args:
         store: a :class:`retry_bot.state.Store` (``usage_records``, ``add_usage_record``,
@@ -241,6 +253,8 @@ class AllocationServer:
         index: a prebuilt history (used when ``store`` is ``None``).
         clock: epoch seconds (injected in tests).
         host, port: where to listen (port 0: any free port; see :attr:`port`).
+        health: ``() -> (healthy, details)`` for ``/healthz`` (503 when unhealthy); default: always ok.
+        read_timeout, max_connections, workers: the server's bounds (see :mod:`retry_bot.httpserver`).
     """
 
     def __init__(
@@ -257,6 +271,10 @@ class AllocationServer:
         host: str = "127.0.0.1",
         port: int = 0,
         refresh_seconds: float = 60.0,
+        health: Callable[[], tuple[bool, dict[str, Any]]] | None = None,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        workers: int = DEFAULT_WORKERS,
     ):
         from prometheus_client import CollectorRegistry
 
@@ -270,6 +288,7 @@ class AllocationServer:
         self.clamp = clamp
         self.clock = clock
         self.refresh_seconds = refresh_seconds
+        self.health = health
         self._index = index if index is not None else new_index(settings)
         self._loaded_at = -1e18 if store is not None else clock()
         self._lock = threading.Lock()
@@ -279,8 +298,8 @@ class AllocationServer:
         for t in self.tokens:
             register_secret(t)
         self.log = get_logger("retry_bot.server")
-        self.httpd = ThreadingHTTPServer((host, port), self._handler_class())
-        self.httpd.daemon_threads = True
+        self.httpd = BoundedHTTPServer((host, port), self._handler_class(), read_timeout=read_timeout,
+                                       max_connections=max_connections, workers=workers, max_body=self.max_body)
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -290,6 +309,8 @@ class AllocationServer:
     @property
     def url(self) -> str:
         host = self.httpd.server_address[0]
+        if ":" in host:
+            host = f"[{host}]"
         return f"http://{host}:{self.port}"
 
     def start(self) -> "AllocationServer":
@@ -381,17 +402,10 @@ class AllocationServer:
             ok |= hmac.compare_digest(tok, t.encode())
         return ok
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+    def _handler_class(self) -> type[RequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            server_version = "retry-bot"
-            sys_version = ""
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, fmt: str, *args: Any) -> None:  # route to structlog, without query strings
-                pass
-
+        class Handler(RequestHandler):
             def _send(self, status: int, payload: Any, endpoint: str, ctype: str = "application/json") -> None:
                 body = payload if isinstance(payload, bytes) else (json.dumps(payload) + "\n").encode()
                 self.send_response(status)
@@ -408,7 +422,8 @@ class AllocationServer:
                     return
                 parts = urlsplit(self.path)
                 if parts.path == "/healthz":
-                    self._send(200, {"status": "ok"}, "healthz")
+                    ok, details = server.health() if server.health is not None else (True, {"status": "ok"})
+                    self._send(200 if ok else 503, details, "healthz")
                 elif parts.path == "/metrics":
                     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 

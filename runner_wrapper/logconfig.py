@@ -8,7 +8,9 @@ and stdout of ``run`` is the job log.
 Secrets never reach logs: any event key that looks like a credential
 (``token``, ``password``, ``secret``, ``key``, ``authorization``...) is
 replaced by ``"***"`` before rendering, and so is any string value that
-contains a registered secret (see :func:`register_secret`).
+contains a registered secret (see :func:`register_secret`).  Credentials inside
+URLs (``https://user:token@host``, ``?password=...``) are masked in every string
+value by :func:`redact_url`, the one helper for URLs in logs and messages.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import re
 import sys
 from typing import Any, MutableMapping
 
-__all__ = ["configure_logging", "get_logger", "register_secret", "redact"]
+__all__ = ["configure_logging", "get_logger", "register_secret", "redact", "redact_url"]
 
 _SECRET_KEY_RE = re.compile(r"(token|password|passwd|secret|authorization|signing_key|private_key|api_key)", re.I)
 _secrets: set[str] = set()
@@ -43,12 +45,46 @@ def redact(value: Any) -> Any:
     return value
 
 
+#: ``scheme://userinfo@``: the userinfo of any URL inside a string (RFC 3986 section 3.2.1).
+_URL_USERINFO_RE = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s]*)@")
+_URL_PASSWORD_RE = re.compile(r"([?&]password=)[^&#\s]*", re.I)
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the credentials of every URL in it masked (safe for logs and messages).
+
+    ``user:secret@`` keeps the user name (``oauth2``, ``gitlab-ci-token``, a database
+    role) and masks the password; a user name alone is masked too (GitLab accepts a
+    token as the user of an HTTPS URL), except in ``postgres(ql)://`` URLs, where it is
+    the role; a ``password=`` query parameter (libpq) is masked.
+
+    >>> redact_url("https://oauth2:glpat-abc@gitlab.example.com/api")
+    'https://oauth2:***@gitlab.example.com/api'
+    >>> redact_url("see https://glpat-abc@gitlab.example.com and postgresql://bot@db/rs?password=x")
+    'see https://***@gitlab.example.com and postgresql://bot@db/rs?password=***'
+    """
+    if not isinstance(text, str) or ("@" not in text and "password" not in text.lower()):
+        return text
+
+    def userinfo(m: re.Match[str]) -> str:
+        scheme, info = m.group(1), m.group(2)
+        user, colon, _ = info.partition(":")
+        if colon:
+            return f"{scheme}{user}:***@"
+        if scheme.lower().startswith("postgres"):
+            return m.group(0)
+        return f"{scheme}***@"
+
+    text = _URL_USERINFO_RE.sub(userinfo, text)
+    return _URL_PASSWORD_RE.sub(r"\1***", text)
+
+
 def _redact_processor(_logger: Any, _name: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for k in list(event_dict):
         if _SECRET_KEY_RE.search(k) and event_dict[k] not in (None, "", False):
             event_dict[k] = "***"
         else:
-            event_dict[k] = redact(event_dict[k])
+            event_dict[k] = redact_url(redact(event_dict[k]))
     return event_dict
 
 

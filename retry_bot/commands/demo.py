@@ -5,6 +5,11 @@ Runs on a fresh machine after ``pip install -e '.[test]'``, with or without root
 timeline; exits 0 only if the OOM-killed build was re-created with more memory
 and succeeded, the compile error was left alone, and the transient network
 failure was retried once.
+
+With --serve (implies --keep) the stand-in and its runners stay up afterwards for a
+fault drill: it prints the commands (the real retry-bot run, the stand-in CLI's
+fail/hold/pipeline/check, SIGKILL, retry-bot state check and history) and serves
+until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--backend", default="auto", choices=("auto", "v2", "v1", "psutil"),
                    help="runner-wrapper measurement backend (default: auto = real cgroups where possible)")
     p.add_argument("--verbose", action="store_true", help="also show the bot's structured logs on stderr")
+    p.add_argument("--serve", action="store_true",
+                   help="afterwards keep the stand-in and its runners up for a fault drill, with the control "
+                        "endpoint of python -m retry_bot.gitlab.standin, until Ctrl-C (implies --keep; "
+                        "docs/standin.md)")
     p.set_defaults(func=handle)
 
 
@@ -41,7 +50,7 @@ def handle(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        result = run_demo(timeout=args.timeout, keep=args.keep, backend=args.backend)
+        result = run_demo(timeout=args.timeout, keep=args.keep, backend=args.backend, serve=args.serve)
     except KeyboardInterrupt:
         # run_demo already stopped everything and removed its cgroups and files.
         print("demo interrupted", file=sys.stderr)

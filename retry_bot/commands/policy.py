@@ -73,18 +73,19 @@ def _check(args: argparse.Namespace) -> int:
 
 def policy_warnings(policy: object) -> list[str]:
     """Valid but probably unintended settings: said, never fatal (exit 0)."""
-    from retry_bot.policy import Action
+    from retry_bot.policy import Action, UnknownLimit
 
     out: list[str] = []
     rule = policy.families.get("oom")  # type: ignore[attr-defined]
     resizes = rule is not None and rule.action == Action.RESIZE
     knows_default = policy.resize.default_memory is not None or any(  # type: ignore[attr-defined]
         rc.default_memory is not None for rc in policy.runner_classes)  # type: ignore[attr-defined]
-    if resizes and not knows_default:
-        out.append("resize.default_memory is not set and no runner class has default_memory: an OOM-killed "
-                   "job with no usage record and no memory variable (e.g. Kubernetes 'OOMKilled' under the "
-                   "runner's default limit) cannot be resized and is left alone; set it to your runners' "
-                   "default memory limit")
+    gives_up = policy.resize.unknown_limit == UnknownLimit.NONE  # type: ignore[attr-defined]
+    if resizes and not knows_default and gives_up:
+        out.append("resize.unknown_limit is \"none\" and neither resize.default_memory nor any runner class's "
+                   "default_memory is set: an OOM-killed job with no usage record and no memory variable "
+                   "(e.g. Kubernetes 'OOMKilled' under the runner's default limit) cannot be resized and is "
+                   "left alone; set resize.default_memory to your runners' default memory limit")
     return out
 
 

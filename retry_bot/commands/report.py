@@ -1,7 +1,7 @@
 """``retry-bot report --out report.html|report.png [--trace FILE | --state URL]``: a picture of the fleet.
 
-Requested vs used memory per package over time, OOM kills and recoveries, and
-the failure taxonomy by family.  From a trace, the jobs are replayed through
+Requested vs used memory per package (Spack jobs) or job name over time,
+OOM kills and recoveries, and the failure taxonomy by family.  From a trace, the jobs are replayed through
 the predictor and the policy's resize rule first; from the state store, kills
 and recoveries come from the usage records and the bot's lineage tables.
 
@@ -26,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--trace", metavar="FILE", help="replay this trace and report on it")
     src.add_argument("--state", metavar="URL", help="state URL (default: $RETRY_BOT_STATE_URL)")
     p.add_argument("--policy", metavar="FILE", help="policy for the replay (with --trace)")
-    p.add_argument("--top", type=int, default=8, help="packages to draw (most reserved memory first)")
+    p.add_argument("--top", type=int, default=8,
+                   help="packages (Spack jobs) or job names to draw, most reserved memory first (default 8)")
     p.add_argument("--chromium", metavar="PATH", default=None,
                    help="headless browser for --out *.png (default: /usr/bin/chromium, then $PATH)")
     p.set_defaults(func=run)

@@ -15,6 +15,41 @@ import sys
 
 from retry_bot.commands.ingest import add_key_arguments, signing_keys_from_args
 
+#: Largest --max-body accepted: a batch of usage records is a few KiB each.
+MAX_BODY_LIMIT = 1 << 30
+
+
+def _whole(text: str, lo: int, hi: int) -> int:
+    """``text`` as an integer from ``lo`` to ``hi``, else ValueError naming the range."""
+    try:
+        n = int(str(text).strip())
+    except ValueError:
+        raise ValueError(f"must be a whole number from {lo} to {hi}") from None
+    if not lo <= n <= hi:
+        raise ValueError(f"{n} is out of range (must be from {lo} to {hi})")
+    return n
+
+
+def _limits(args: argparse.Namespace) -> tuple[dict, list[str]]:
+    """The server's bounds from the command line, with one message per bad option."""
+    out: dict = {}
+    problems: list[str] = []
+    for opt, attr, lo, hi in (("--max-body", "max_body", 1, MAX_BODY_LIMIT),
+                              ("--max-connections", "max_connections", 1, 100_000),
+                              ("--workers", "workers", 1, 1024)):
+        try:
+            out[attr] = _whole(getattr(args, attr), lo, hi)
+        except ValueError as exc:
+            problems.append(f"{opt} {getattr(args, attr)}: {exc}")
+    try:
+        t = float(args.read_timeout)
+        if not 0.1 <= t <= 3600:  # also rejects nan
+            raise ValueError
+        out["read_timeout"] = t
+    except ValueError:
+        problems.append(f"--read-timeout {args.read_timeout}: must be a number of seconds from 0.1 to 3600")
+    return out, problems
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("serve", help="serve /v1/allocation, /v1/usage, /healthz and /metrics",
@@ -25,7 +60,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default=None, metavar="FILE", help="policy (its [prediction] table and runner classes)")
     p.add_argument("--token-env", default="RIGHTSIZER_COLLECTOR_TOKEN", metavar="NAME",
                    help="environment variable with the bearer token(s) for POST /v1/usage")
-    p.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES")
+    p.add_argument("--max-body", default=str(1 << 20), metavar="BYTES",
+                   help=f"largest POST /v1/usage body, in bytes (default {1 << 20}; at most {MAX_BODY_LIMIT})")
+    p.add_argument("--read-timeout", default="10", metavar="SECONDS",
+                   help="a client has this long to send its whole request, else 408 (default 10)")
+    p.add_argument("--max-connections", default="256", metavar="N",
+                   help="open connections at most; a new one evicts the longest-waiting incomplete one "
+                        "(default 256)")
+    p.add_argument("--workers", default="8", metavar="N", help="threads answering requests (default 8)")
     p.add_argument("--refresh", type=float, default=60.0, metavar="SECONDS",
                    help="re-read history from the store at most this often")
     add_key_arguments(p)
@@ -43,10 +85,18 @@ def run(args: argparse.Namespace) -> int:
     from retry_bot.state import STATE_URL_ENV, StateError, open_store
     from runner_wrapper.logconfig import get_logger
 
+    from retry_bot.httpserver import ListenError, parse_listen
+
     log = get_logger("retry_bot.serve")
-    host, _, port = args.listen.rpartition(":")
-    if not host or not port.isdigit():
-        print(f"retry-bot serve: --listen {args.listen!r}: expected HOST:PORT", file=sys.stderr)
+    try:
+        host, port = parse_listen(args.listen)
+    except ListenError as exc:
+        print(f"retry-bot serve: --listen {args.listen}: {exc}", file=sys.stderr)
+        return 2
+    bounds, problems = _limits(args)
+    if problems:
+        for p in problems:
+            print(f"retry-bot serve: {p}", file=sys.stderr)
         return 2
     try:
         policy, settings = load_policy_and_settings(args.policy)
@@ -65,18 +115,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         log.warning("serve.no_state", detail=f"no --state or ${STATE_URL_ENV}: no history, usage collection off")
     tokens = [t.strip() for t in os.environ.get(args.token_env, "").split(",") if t.strip()]
-    keys, problems = signing_keys_from_args(args)
-    for p in problems:
-        log.warning("serve.key_problem", detail=p)
+    keys, key_problems = signing_keys_from_args(args)
+    for kp in key_problems:
+        log.warning("serve.key_problem", detail=kp)
     if not tokens:
         log.warning("serve.no_token", detail=f"${args.token_env} is empty: POST /v1/usage answers 401")
     try:
         server = AllocationServer(store=store, settings=settings, tokens=tokens, signing_keys=keys,
-                                  registry=CollectorRegistry(), max_body=args.max_body,
-                                  clamp=Clamp(view.max_memory, view.max_cpus), host=host.strip("[]"),
-                                  port=int(port), refresh_seconds=args.refresh)
-    except OSError as exc:
-        print(f"retry-bot serve: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
+                                  registry=CollectorRegistry(), clamp=Clamp(view.max_memory, view.max_cpus),
+                                  host=host, port=port, refresh_seconds=args.refresh, **bounds)
+    except (OSError, OverflowError) as exc:
+        detail = getattr(exc, "strerror", None) or exc
+        print(f"retry-bot serve: cannot listen on {args.listen}: {detail}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     log.info("serve.listening", url=server.url)

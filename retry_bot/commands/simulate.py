@@ -14,6 +14,38 @@ import sys
 import time
 
 
+#: One line per summary label: the definitions of shared/bench/evaluate.py (sums over all
+#: attempts unless stated; "t" is an attempt's duration; GB = 1e9 bytes).
+METRIC_LEGEND = {
+    "jobs": "jobs replayed",
+    "attempts": "runs of those jobs, re-runs after an OOM kill included",
+    "oom_kills": "attempts killed because their peak passed their memory limit",
+    "oom_kills_per_100_jobs": "oom_kills per 100 jobs",
+    "jobs_oom_killed": "jobs with at least one killed attempt",
+    "failed_permanently": "jobs whose last attempt was still killed (budget or cap reached)",
+    "mem_avg_over_request": "sum(mean memory x t) / sum(request x t): how much of the reserved memory was used",
+    "mem_peak_over_limit": "sum(peak) / sum(limit) over successful attempts with a limit: headroom left",
+    "mem_peak_over_request": "sum(peak x t) / sum(request x t) over successful attempts",
+    "peak_over_request_frac": "share of successful attempts whose peak passed their request "
+                              "(they lean on node slack: eviction candidates)",
+    "reserved_mem_gb_hours": "sum(request x t) in GB-hours, killed attempts included",
+    "wasted_gb_hours_on_killed_attempts": "the part of reserved_mem_gb_hours spent in killed attempts",
+    "retry_delay_hours": "wall time lost in killed attempts",
+    "cpu_avg_over_request": "sum(CPU mean x t) / sum(CPU request x t)",
+    "reserved_cpu_core_hours": "sum(CPU request x t) in core-hours",
+    "static_reserved_mem_gb_hours": "what the trace's own (static) requests reserved, in GB-hours",
+    "cost_index": "reserved_mem_gb_hours / static_reserved_mem_gb_hours: below 1 reserves less than today",
+    "replay_seconds": "time this replay took",
+}
+
+
+def format_legend() -> str:
+    """The legend printed under the text summary."""
+    width = max(len(k) for k in METRIC_LEGEND)
+    return "\n".join(["legend (definitions of shared/bench/evaluate.py; t = attempt duration):"]
+                     + [f"  {k:<{width}}  {v}" for k, v in METRIC_LEGEND.items()])
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "simulate", help="replay a job trace through the predictor and resize policy (what-if)",
@@ -28,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="replay a reference allocator instead of the predictor")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    p.add_argument("--no-legend", action="store_true", help="text format: leave out the legend of the labels")
     p.set_defaults(func=run)
 
 
@@ -88,4 +121,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_metrics(result.metrics, f"{result.allocator} on {args.trace}"))
         print(f"{'replay_seconds':<36}  {result.seconds:>14.2f}")
+        if not args.no_legend:
+            print()
+            print(format_legend())
     return 0

@@ -39,6 +39,7 @@ from retry_bot.policy.model import (
     RunnerClass,
     SourceRule,
     TimeRule,
+    UnknownLimit,
     VariableNames,
 )
 from retry_bot.policy.resize import (
@@ -53,8 +54,8 @@ from retry_bot.policy.resize import (
 from retry_bot.policy.units import parse_duration
 
 __all__ = [
-    "Action", "Backoff", "BeyondTop", "CpuRule", "LastAttempt", "MemoryFormat", "Override", "Placement",
-    "Policy", "ResizeRule", "ResolvedRule", "Rule", "RuleUpdate", "RunnerClass", "SourceRule", "TimeRule",
+    "Action", "Backoff", "BeyondTop", "CpuRule", "LastAttempt", "UnknownLimit", "MemoryFormat", "Override",
+    "Placement", "Policy", "ResizeRule", "ResolvedRule", "Rule", "RuleUpdate", "RunnerClass", "SourceRule", "TimeRule",
     "VariableNames", "MAX_BUDGET", "PIPELINE_SOURCES", "SCHEMA_VERSION",
     "load_policy", "parse_policy", "policy_from_dict", "default_policy", "default_policy_text",
     "policy_to_dict", "resize_memory", "resize_cpu", "resize_timeout", "memory_used", "memory_need", "round_up",

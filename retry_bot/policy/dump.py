@@ -64,6 +64,7 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
         "min_bump": exact_memory(r.min_bump),
         "granularity": exact_memory(r.granularity),
         "max_memory": exact_memory(r.max_memory),
+        "unknown_limit": r.unknown_limit.value,
         "beyond_top": r.beyond_top.value,
         "last_attempt": r.last_attempt.value,
     }

@@ -38,6 +38,7 @@ from retry_bot.policy.model import (
     RunnerClass,
     SourceRule,
     TimeRule,
+    UnknownLimit,
     VariableNames,
 )
 from retry_bot.policy.units import DurationError, parse_duration
@@ -69,7 +70,7 @@ _RULE_KEYS = ("action", "budget", "backoff")
 _BACKOFF_KEYS = ("initial", "factor", "max")
 _VARIABLE_KEYS = ("memory_limit", "memory_request", "cpu_limit", "cpu_request", "memory_format",
                   "raise_request")
-_RESIZE_KEYS = ("ratio", "min_bump", "granularity", "max_memory", "default_memory", "beyond_top",
+_RESIZE_KEYS = ("ratio", "min_bump", "granularity", "max_memory", "default_memory", "unknown_limit", "beyond_top",
                 "last_attempt", "cpu", "time")
 _CPU_KEYS = ("ratio", "min_bump", "max_cpus", "default")
 _TIME_KEYS = ("ratio", "min_bump", "max", "default")
@@ -377,6 +378,7 @@ class _Reader:
             granularity=self.take(t, "granularity", path, d.granularity, _memory(), "a memory quantity"),
             max_memory=self.take(t, "max_memory", path, d.max_memory, _memory(), "a memory quantity"),
             default_memory=self.take(t, "default_memory", path, d.default_memory, _memory(), "a memory quantity"),
+            unknown_limit=self.take(t, "unknown_limit", path, d.unknown_limit, _enum(UnknownLimit), "max or none"),
             beyond_top=self.take(t, "beyond_top", path, d.beyond_top, _enum(BeyondTop), "cap or stop"),
             last_attempt=self.take(t, "last_attempt", path, d.last_attempt, _enum(LastAttempt), "bump or max"),
             cpu=self.cpu_rule(t["cpu"], _join(path, "cpu")) if "cpu" in t else None,
@@ -578,6 +580,10 @@ class _Reader:
 # --------------------------------------------------------------------------- converters
 
 
+#: A memory value without unit below this (1 MiB) is refused as a missing unit.
+MIN_BARE_BYTES = 2**20
+
+
 class _Bad(ValueError):
     """A conversion error whose message is shown as is."""
 
@@ -614,7 +620,9 @@ def _int(lo: int, hi: int) -> Callable[[Any], int]:
 
 def _float(lo: float, hi: float, open_low: bool = False) -> Callable[[Any], float]:
     def conv(v: Any) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise _Bad(f"must be a finite number, not {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise _Bad(f"must be a number, not {_kind(v)}")
         if (v <= lo if open_low else v < lo) or v > hi:
             low = f"above {lo:g}" if open_low else f"at least {lo:g}"
@@ -629,6 +637,12 @@ def _memory(allow_zero: bool = False) -> Callable[[Any], int]:
             return 0
         if isinstance(v, float):
             raise _Bad(f"{v!r}: write memory as a quantity string (\"4Gi\", \"500M\") or whole bytes")
+        bare = v if isinstance(v, int) and not isinstance(v, bool) else \
+            (int(v.strip()) if isinstance(v, str) and v.strip().isdigit() else None)
+        if bare is not None and 0 < bare < MIN_BARE_BYTES:
+            # ``max_memory = 12`` is 12 bytes, never what was meant: no build fits in under 1 MiB.
+            raise _Bad(f"{v!r} has no unit, so it means {bare} bytes: write the unit, e.g. \"{bare}Gi\" or "
+                       f"\"{bare}Mi\" (a number without unit is bytes, and is accepted from 1Mi up)")
         return parse_memory(v)
     return conv
 

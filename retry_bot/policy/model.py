@@ -33,6 +33,7 @@ __all__ = [
     "MemoryFormat",
     "BeyondTop",
     "LastAttempt",
+    "UnknownLimit",
     "Backoff",
     "Rule",
     "RuleUpdate",
@@ -91,6 +92,23 @@ class BeyondTop(StrEnum):
     CAP = "cap"
     #: Leave the job alone: the need is more than the farm offers.
     STOP = "stop"
+
+
+class UnknownLimit(StrEnum):
+    """What a memory resize does when nothing says the limit in force and no peak was observed.
+
+    (No usage record, no lineage, no memory variable, no runner-class or
+    ``resize.default_memory`` default: e.g. a Kubernetes ``OOMKilled`` job under
+    the runner's own default limit.)
+    """
+
+    #: Re-create with the largest limit allowed for the job (``max_memory`` and its
+    #: runner class): one step to the top, never below the unknown limit, since a
+    #: runner's default cannot usefully exceed what it lets jobs ask for.  The
+    #: memory request is left as it was (nothing known to reserve for).
+    MAX = "max"
+    #: Leave the job alone and say why.
+    NONE = "none"
 
 
 class LastAttempt(StrEnum):
@@ -207,6 +225,8 @@ class ResizeRule:
     #: Memory assumed in force when neither the record, the lineage, the job
     #: variables nor the runner class say (``None``: then a resize needs a peak).
     default_memory: int | None = None
+    #: When even that is unknown (and no peak was observed): see :class:`UnknownLimit`.
+    unknown_limit: UnknownLimit = UnknownLimit.MAX
     beyond_top: BeyondTop = BeyondTop.CAP
     last_attempt: LastAttempt = LastAttempt.BUMP
     cpu: CpuRule | None = None

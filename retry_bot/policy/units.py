@@ -74,7 +74,7 @@ def format_duration(seconds: float) -> str | float:
 
 
 def exact_memory(nbytes: int) -> str | int:
-    """A quantity string equal to ``nbytes`` exactly (``"4Gi"``, ``"96G"``, ``"1536Mi"``), else the integer."""
+    """A quantity string equal to ``nbytes`` exactly (``"4Gi"``, ``"96G"``, ``"1536Mi"``, ``"1k"``), else the int."""
     if nbytes <= 0:
         return int(nbytes)
     for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20)):
@@ -85,7 +85,9 @@ def exact_memory(nbytes: int) -> str | int:
             return f"{nbytes // size}{suffix}"
     if nbytes % 2**10 == 0:
         return f"{nbytes // 2**10}Ki"
-    return int(nbytes)
+    if nbytes % 1000 == 0:
+        return f"{nbytes // 1000}k"
+    return int(nbytes)  # whole bytes: read back as such from 1 MiB up (a smaller bare number needs a unit)
 
 
 def exact_cpu(cores: float) -> str | float:

@@ -15,7 +15,7 @@ import threading
 import urllib.parse
 from typing import Any, Callable, Protocol, Sequence, TypeVar
 
-from runner_wrapper.logconfig import get_logger, register_secret
+from runner_wrapper.logconfig import get_logger, redact_url, register_secret
 
 from .errors import StateError, StateUnavailable
 from .schema import LATEST_VERSION, Migration, render
@@ -63,27 +63,6 @@ class Backend(Protocol):
 def _params(params: Sequence[Any]) -> tuple[Any, ...]:
     # Booleans are stored as INTEGER 0/1 on both backends.
     return tuple(int(p) if isinstance(p, bool) else p for p in params)
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (safe for logs and messages)."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    if parts.password is None and "password" not in parts.query.lower():
-        return url
-    if parts.query and "password" in parts.query.lower():
-        query = "&".join(f"{k}=***" if k.lower() == "password" else f"{k}={v}" if v else k
-                         for k, v in (p.split("=", 1) if "=" in p else (p, "")
-                                      for p in parts.query.split("&")))
-        parts = parts._replace(query=query)
-    if parts.password is not None:
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
-    return urllib.parse.urlunsplit(parts)
 
 
 def open_backend(url: str, *, busy_timeout: float = 10.0, connect_timeout: float = 5.0) -> Backend:

@@ -55,9 +55,10 @@ PLACE_JOB = st.sampled_from(JOBS + (".*",))
 SMALL_COUNT = st.integers(0, 2)
 RATIO = st.sampled_from([1.1, 1.2, 1.5, 2.0, 3.0])
 MIN_BUMP = st.sampled_from([0, "100Mi", "512Mi", "1G"])
-GRANULARITY = st.sampled_from(["1Mi", "64Mi", "256Mi", "1000", "1G"])
+GRANULARITY = st.sampled_from(["1Mi", "64Mi", "256Mi", "1k", "1G"])
 BEYOND = st.sampled_from(["cap", "stop"])
 LAST = st.sampled_from(["bump", "max"])
+UNKNOWN = st.sampled_from(["max", "none"])
 FACTOR = st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.0])
 OV_PROJECT = st.sampled_from(["group/.*", "hpc/browser", ".*"])
 LINEAGE_LEN = st.integers(0, 6)
@@ -148,7 +149,7 @@ def policy_dicts(draw: Any, focus: bool = False) -> dict[str, Any]:
                           for _ in range(draw(SMALL_COUNT))]
     resize: dict[str, Any] = {
         "ratio": draw(RATIO), "min_bump": draw(MIN_BUMP), "granularity": draw(GRANULARITY),
-        "beyond_top": draw(BEYOND), "last_attempt": draw(LAST),
+        "beyond_top": draw(BEYOND), "last_attempt": draw(LAST), "unknown_limit": draw(UNKNOWN),
     }
     max_memory = draw(RESIZE_MAX)
     if classes and parse_memory(max_memory) < sizes[0] * GiB:

@@ -98,12 +98,22 @@ def test_entry_point_in_a_real_process(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_check_warns_when_oom_jobs_without_figures_cannot_be_resized(tmp_path, capsys):
+def test_shipped_and_empty_policies_check_clean(tmp_path, capsys):
+    # Issue 13: the shipped policy warned about itself (resize.default_memory is not set).
     f = tmp_path / "p.toml"
     f.write_text("")
+    for path in (REPO / "config" / "policy.toml", f):
+        assert main(["policy", "check", str(path)]) == 0
+        out, err = capsys.readouterr()
+        assert out.strip() == "OK" and err == ""
+
+
+def test_check_warns_when_oom_jobs_without_figures_cannot_be_resized(tmp_path, capsys):
+    f = tmp_path / "p.toml"
+    f.write_text('[resize]\nunknown_limit = "none"\n')
     assert main(["policy", "check", str(f)]) == 0
     err = capsys.readouterr().err
-    assert "warning: resize.default_memory is not set" in err
-    f.write_text('[resize]\ndefault_memory = "8Gi"\n')
+    assert 'warning: resize.unknown_limit is "none"' in err
+    f.write_text('[resize]\nunknown_limit = "none"\ndefault_memory = "8Gi"\n')
     assert main(["policy", "check", str(f)]) == 0
     assert "warning" not in capsys.readouterr().err

@@ -190,11 +190,30 @@ def test_record_of_another_job_is_ignored():
     assert d.memory_limit_bytes == 3 * GiB
 
 
-def test_unknown_memory_needs_a_default():
+def test_unknown_memory_goes_to_the_largest_limit_allowed_by_default():
+    # Issue 13: the shipped policy used to answer "cannot size a resize" (action none).
     d = run(facts())
-    assert d.action == Action.NONE and d.rule == "resize.default_memory"
+    assert d.action == Action.RESIZE and d.rule == "families.oom"
+    assert d.variables == {"KUBERNETES_MEMORY_LIMIT": "96Gi"} and d.memory_request_bytes is None
+    assert "resize.unknown_limit" in d.reason
+    # With a ladder: the top open class, at its maximum.
+    d = run(facts(tags=["small"]), pol=policy(LADDER))
+    assert d.action == Action.RESIZE and d.memory_limit_bytes == max(
+        rc.max_memory for rc in policy(LADDER).runner_classes)
+    # A second OOM at that limit is left alone (the lineage now knows the limit).
+    pol = policy('[resize]\nmax_memory = "16Gi"\n')
+    first = run(facts(), pol=pol)
+    assert first.memory_limit_bytes == 16 * GiB
+    again = run(facts(job_id=2), lineage=[attempt(1), attempt(2, "resize", memory_limit_bytes=16 * GiB)], pol=pol)
+    assert again.action == Action.NONE and "already at the ceiling" in again.reason
+
+
+def test_unknown_memory_with_a_default_or_left_alone():
     pol = policy('[resize]\ndefault_memory = "4Gi"\n')
     assert run(facts(), pol=pol).memory_limit_bytes == 6 * GiB
+    d = run(facts(), pol=policy('[resize]\nunknown_limit = "none"\n'))
+    assert d.action == Action.NONE and d.rule == "resize.unknown_limit"
+    assert "cannot size a resize" in d.reason
 
 
 def test_ceiling_reached_gives_none():
@@ -384,4 +403,5 @@ def test_decide_accepts_a_record_as_a_dict():
     d = decide(facts(), verdict("oom"), [], DEFAULT, NO_USAGE, record=rec)
     assert d.memory_limit_bytes == 6 * GiB and "usage record" in d.reason
     other = usage_record(7, limit=4 * GiB, peak=4 * GiB).to_dict()
-    assert decide(facts(), verdict("oom"), [], DEFAULT, NO_USAGE, record=other).action == Action.NONE
+    d = decide(facts(), verdict("oom"), [], DEFAULT, NO_USAGE, record=other)  # ignored: nothing known
+    assert d.memory_limit_bytes == 96 * GiB and "usage record" not in d.reason

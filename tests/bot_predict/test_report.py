@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 
 from retry_bot.cli import main as cli_main
-from retry_bot.report import Point, ReportData, render_html
+from retry_bot.report import COLORS, Point, ReportData, render_html
 from retry_bot.state import open_store
 from tests.bot_predict.conftest import make_records, signed_record, write_trace
 
@@ -147,3 +148,59 @@ def test_png_is_rendered_by_headless_chromium(tmp_path):
     assert head[:8] == b"\x89PNG\r\n\x1a\n"                      # a real PNG, not HTML
     width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
     assert width == 1024 and height > 800
+
+
+# ------------------------------------------------------------------ issue 13: colours, dates, names
+
+
+def test_every_series_has_its_own_colour():
+    from retry_bot.report import _legend
+
+    legend = _legend()
+    colours = re.findall(r"background:(#[0-9a-f]{6})", legend)
+    assert len(colours) == 6 and len(set(colours)) == 6        # peak used (ring) is not red like an OOM kill
+    assert COLORS["peak"] != COLORS["kill"]
+
+
+def _svg_texts(svg: str) -> list[str]:
+    return re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+
+
+def test_short_history_does_not_repeat_the_same_date():
+    from retry_bot.report import _fleet_svg, _package_svg
+
+    t0 = 1_736_125_200.0                                        # 2025-01-06 01:00 UTC
+    one_hour = [Point(t=t0, request=1e9, used_mean=5e8, used_peak=None, limit=None),
+                Point(t=t0 + 3600, request=1e9, used_mean=5e8, used_peak=None, limit=None)]
+    texts = _svg_texts(_package_svg("alpha", one_hour))
+    assert "2025-01-06 01:00" in texts and "2025-01-06 02:00" in texts
+    assert texts.count("2025-01-06") == 0
+    same = _svg_texts(_package_svg("alpha", one_hour[:1]))
+    assert sum(t.startswith("2025-01-06") for t in same) == 1
+    fleet = _svg_texts(_fleet_svg({"alpha": one_hour}))
+    assert fleet.count("2025-01-06") == 1
+    week = [Point(t=t0, request=1e9, used_mean=None, used_peak=None, limit=None),
+            Point(t=t0 + 7 * 86400, request=1e9, used_mean=None, used_peak=None, limit=None)]
+    assert {"2025-01-06", "2025-01-13"} <= set(_svg_texts(_package_svg("alpha", week)))
+
+
+def test_store_view_of_plain_jobs_says_jobs_not_packages(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with open_store(url) as s:
+        facts = {"job_id": 10, "name": "build", "status": "failed",
+                 "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}}
+        s.mark_job_seen(10, 2, facts, {"category": "oom", "family": "oom", "rule": "record-oom-kill"})
+        s.update_lineage_member(10, memory_limit_bytes=128 * 1024 * 1024, status="failed")
+        s.add_lineage_member(10, 11, "resize", {"KUBERNETES_MEMORY_LIMIT": "384Mi"},
+                             memory_limit_bytes=384 * 1024 * 1024, status="success")
+    out = tmp_path / "r.html"
+    assert cli_main(["report", "--state", url, "--out", str(out)]) == 0
+    text = out.read_text()
+    _check(text)
+    assert "memory per job over time" in text and "per package" not in text
+    # Spack jobs are still drawn per package.
+    url2 = f"sqlite:///{tmp_path / 's2.db'}"
+    with open_store(url2) as s:
+        s.add_usage_record(signed_record(1, finished="2025-01-06T01:00:00Z"), "test")
+    assert cli_main(["report", "--state", url2, "--out", str(out)]) == 0
+    assert "memory per package over time" in out.read_text()

@@ -94,6 +94,17 @@ def test_usage_body_limit_and_bad_json(server):
     assert status == 400 and "JSON" in json.loads(body)["error"]
 
 
+def test_usage_array_of_non_records_says_what_is_wrong(server, store):
+    # Issue 13: [1,2,3] was answered "record is not signed".
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    status, body = _req(server.url + "/v1/usage", b"[1,2,3]", auth)
+    got = json.loads(body)
+    assert status == 400 and got["rejected"] == 3
+    assert got["errors"][0] == "item 0: expected a usage record (a JSON object), got a number (1)"
+    assert not any("signed" in e for e in got["errors"])
+    assert store.rejected_counts() == {("collector", "malformed"): 3}
+
+
 def test_usage_stores_verified_records_once_and_counts_forgeries(server, store):
     auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
     good = signed_record(7)

@@ -6,6 +6,7 @@ import os
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -153,6 +154,22 @@ def test_cli_writes_a_valid_allocation_file(tmp_path, capsys):
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert m["attempts"] == len(rows) and m["jobs"] == 120
     assert set(rows[0]) == {"job_id", "attempt", "memory_request_bytes", "memory_limit_bytes", "cpu_request_cores"}
+
+
+def test_cli_text_summary_explains_every_label(tmp_path, capsys):
+    from retry_bot.simulate import METRIC_ORDER
+
+    path = write_trace(tmp_path / "a.jsonl", make_records(30, seed=3))
+    assert cli_main(["simulate", "--trace", str(path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    summary, _, legend = out.partition("legend")
+    labels = [line.split()[0] for line in summary.splitlines()[2:] if line.strip()]
+    assert set(METRIC_ORDER) <= set(labels)
+    for label in labels:  # every label printed has its one-line meaning
+        assert re.search(rf"^  {label} +\S", legend, re.M), label
+    assert "share of successful attempts whose peak passed their request" in legend
+    assert cli_main(["simulate", "--trace", str(path), "--no-progress", "--no-legend"]) == 0
+    assert "legend" not in capsys.readouterr().out
 
 
 def test_cli_bad_trace_is_a_clear_error(tmp_path, capsys):

@@ -287,3 +287,33 @@ def test_troubleshooting_check_rejects_an_invented_message() -> None:
     """Control: the check above fails on text the programs never print."""
     assert not _printed("the flux capacitor is out of alignment")
     assert _printed("cannot open state database ")
+
+
+def test_doctor_exit_code_is_what_the_guide_says(tmp_path) -> None:
+    """Issue 13: doctor exits 1 on a fresh install (no signing key) while the guide said
+    "exit code 1 when the configuration itself is invalid"; a newcomer must know they are blocked."""
+    import os
+    import subprocess
+    import sys
+
+    text = " ".join(_text().split())
+    assert "exit code 1 when the configuration itself is invalid" not in text
+    assert "**1** at least one `PROBLEM:` line, whatever it is" in text
+    assert "`PROBLEM: no signing key configured`" in text
+    env = {k: v for k, v in os.environ.items() if k != "RIGHTSIZER_SIGNING_KEY"}
+    cfg = ROOT / "config" / "wrapper.toml"
+
+    def doctor(extra_env: dict[str, str], config: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "runner_wrapper", "--config", str(config), "doctor"],
+                              capture_output=True, text=True, timeout=60, env={**env, **extra_env})
+
+    fresh = doctor({}, cfg)
+    assert "PROBLEM: no signing key configured" in fresh.stdout
+    assert fresh.returncode == 1
+    keyed = doctor({"RIGHTSIZER_SIGNING_KEY": "k" * 32}, cfg)
+    assert "no signing key" not in keyed.stdout
+    assert keyed.returncode == (1 if "PROBLEM:" in keyed.stdout else 0)   # 0 exactly when nothing to fix
+    bad = tmp_path / "wrapper.toml"
+    bad.write_text("[cgroup]\nbogus = 1\n")
+    invalid = doctor({"RIGHTSIZER_SIGNING_KEY": "k" * 32}, bad)
+    assert invalid.returncode == 1 and "PROBLEM: " in invalid.stdout and "bogus" in invalid.stdout
