@@ -5,6 +5,7 @@
 #
 #   tests/vm/cgroup2-lane.sh [OUTDIR]
 #
+# RIGHTSIZER_VM_SELECT=EXPR runs only the inner tests matching pytest's -k EXPR (for debugging).
 # OUTDIR (default: a new directory under /tmp) receives junit.xml, pytest.log, figures.jsonl,
 # guest-kernel, guest-controllers, vm.log and lane-seconds.  Exit 0: the lane ran and every inner test
 # passed (or xfailed/skipped); 1: an inner test failed or the VM did not finish; 77: the lane cannot
@@ -66,7 +67,7 @@ cat /sys/fs/cgroup/cgroup.controllers > "$out/guest-controllers" 2>&1
 n=0
 for d in \$(p="\$(readlink -f "$python")"; while [ "\$p" != / ]; do p=\$(dirname "\$p"); echo "\$p"; done | sort); do
   case "\$(stat -c %A "\$d")" in
-    *x) ;;
+    *[xt]) ;;
     *) n=\$((n + 1)); mkdir -p /run/lane-ovl\$n && mount -t tmpfs tmpfs /run/lane-ovl\$n &&
        mkdir /run/lane-ovl\$n/u /run/lane-ovl\$n/w &&
        mount -t overlay overlay -o lowerdir="\$d",upperdir=/run/lane-ovl\$n/u,workdir=/run/lane-ovl\$n/w "\$d" &&
@@ -76,7 +77,7 @@ done
 cd "$repo"
 PYTHONDONTWRITEBYTECODE=1 RIGHTSIZER_V2_FIGURES="$out/figures.jsonl" \\
   "$python" -m pytest -p no:cacheprovider -q -rA -o console_output_style=classic \\
-  --junitxml="$out/junit.xml" tests/wrapper/test_cgroup_v2_real.py > "$out/pytest.log" 2>&1
+  --junitxml="$out/junit.xml" ${RIGHTSIZER_VM_SELECT:+-k "$RIGHTSIZER_VM_SELECT"} tests/wrapper/test_cgroup_v2_real.py > "$out/pytest.log" 2>&1
 echo \$? > "$out/pytest.rc"
 EOF
 chmod +x "$out/inner.sh"
