@@ -57,6 +57,8 @@ fi
 echo "cgroup2-lane: kernel $vmlinuz" >&2
 
 # --- what runs inside the guest (OUTDIR is the only writable host directory) -----------------------
+select=""
+[ -z "${RIGHTSIZER_VM_SELECT:-}" ] || select="-k '${RIGHTSIZER_VM_SELECT//\'/}'"
 cat > "$out/inner.sh" <<EOF
 #!/bin/sh
 cat /proc/version > "$out/guest-kernel"
@@ -77,7 +79,7 @@ done
 cd "$repo"
 PYTHONDONTWRITEBYTECODE=1 RIGHTSIZER_V2_FIGURES="$out/figures.jsonl" \\
   "$python" -m pytest -p no:cacheprovider -q -rA -o console_output_style=classic \\
-  --junitxml="$out/junit.xml" ${RIGHTSIZER_VM_SELECT:+-k "$RIGHTSIZER_VM_SELECT"} tests/wrapper/test_cgroup_v2_real.py > "$out/pytest.log" 2>&1
+  --junitxml="$out/junit.xml" $select tests/wrapper/test_cgroup_v2_real.py > "$out/pytest.log" 2>&1
 echo \$? > "$out/pytest.rc"
 EOF
 chmod +x "$out/inner.sh"
