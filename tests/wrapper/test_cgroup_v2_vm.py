@@ -90,3 +90,14 @@ def test_lane_ran_on_a_real_cgroup_v2_kernel(lane: Lane) -> None:
     for f in figures:
         print("  " + json.dumps(f))
     assert figures, "no figures recorded in the VM"
+
+
+def test_lane_says_why_it_cannot_run(tmp_path) -> None:
+    """Where a tool is missing the lane exits 77 (skip) with the reason, before any download or boot."""
+    env = {**os.environ, "RIGHTSIZER_VM_PYTHON": str(tmp_path / "no-python")}
+    p = subprocess.run(["bash", str(LANE), str(tmp_path / "out")], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 77, p.stderr
+    reason = (tmp_path / "out" / "skip-reason").read_text()
+    assert reason.startswith(f"no Python at {tmp_path / 'no-python'}"), reason
+    assert "cgroup2-lane: SKIP: no Python at" in p.stderr
