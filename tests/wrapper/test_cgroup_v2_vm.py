@@ -3,8 +3,9 @@
 One VM boot per session (tests/vm/cgroup2-lane.sh, about 6 minutes without KVM); each inner test is
 reported here as its own test, with the inner outcome (passed, failed with the inner message, skipped
 or xfailed with the inner reason).  Skips with the lane's reason where qemu, vng, busybox or the kernel
-package cannot be had; ``RIGHTSIZER_VM_LANE=0`` skips it on purpose (e.g. while iterating elsewhere).
-The figures the kernel measured are written to the log of ``test_lane_figures`` (pytest -rA shows them)
+package cannot be had.  It runs with ``RIGHTSIZER_VM_LANE=1`` (``.ci/run`` sets it; ``CI=true`` implies
+it) and is skipped otherwise, so a developer's ``pytest tests/wrapper`` does not boot a VM unasked.
+The figures the kernel measured are printed by ``test_lane_ran_on_a_real_cgroup_v2_kernel`` (pytest -rA shows them)
 and kept in ``$RIGHTSIZER_VM_OUT`` when that is set.
 """
 
@@ -47,8 +48,10 @@ class Lane:
 
 @pytest.fixture(scope="session")
 def lane(tmp_path_factory) -> Lane:
-    if os.environ.get("RIGHTSIZER_VM_LANE") == "0":
-        pytest.skip("RIGHTSIZER_VM_LANE=0: the cgroup v2 VM lane is switched off")
+    switch = os.environ.get("RIGHTSIZER_VM_LANE", "1" if os.environ.get("CI") else "0")
+    if switch != "1":
+        pytest.skip("the cgroup v2 VM lane boots a VM for about 6 minutes, so it runs only with "
+                    "RIGHTSIZER_VM_LANE=1 (.ci/run sets it; CI=true implies it)")
     if os.geteuid() != 0:
         pytest.skip("the cgroup v2 VM lane needs root (to fetch and index the kernel package)")
     out = Path(os.environ.get("RIGHTSIZER_VM_OUT") or tmp_path_factory.mktemp("cgroup2-lane"))
