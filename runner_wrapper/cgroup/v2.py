@@ -190,7 +190,7 @@ class V2Backend(Backend):
 
         Each existing level, from the root down, enables ``+memory +cpu`` for its children *before* the
         next level is created, so every new cgroup is born with ``memory.peak``/``memory.max``/``cpu.max``.
-        Levels above an existing ancestor are left alone (a delegated parent's ancestors belong to systemd).
+        Ancestors that already enable them (a delegated parent's, set up by systemd) are only read.
         """
         root = os.path.normpath(self.root)
         target = os.path.normpath(directory)
