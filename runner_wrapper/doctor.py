@@ -38,6 +38,7 @@ def diagnose(cfg: WrapperConfig, environ: Mapping[str, str]) -> dict[str, Any]:
     problems: list[str] = []
     try:
         sel = select_backend(cfg.cgroup, enforce_memory=cfg.executor.psutil_enforce_memory)
+        # v2 probes memory.peak and cgroup.kill in a throw-away child: the root never has them (§11.5).
         facts["backend"] = sel.backend.describe()
         facts["selection"] = list(sel.reasons)
     except CgroupError as exc:
@@ -124,7 +125,11 @@ def run_doctor(cfg: WrapperConfig, environ: Mapping[str, str], as_json: bool = F
         w(f"backend:           {b['backend']}\n")
         w(f"controllers:       {' '.join(b.get('controllers', [])) or '-'}\n")
         w(f"memory peak from:  {b.get('memory_peak_file')}\n")
-        w(f"cgroup.kill:       {'yes' if b.get('cgroup_kill') else 'no'}\n")
+        kill = b.get("cgroup_kill")
+        w(f"cgroup.kill:       {'yes' if kill else 'unknown' if kill is None else 'no'}\n")
+        probe = b.get("probe") or {}
+        if probe.get("probe_cgroup"):
+            w(f"  (probed in a child cgroup, {probe['probe_cgroup']}, removed again)\n")
     w(f"signing:           {d['signing']}\n")
     if d.get("record_protection"):
         w(f"record protection: {d['record_protection']}\n")

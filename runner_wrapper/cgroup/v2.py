@@ -10,6 +10,18 @@ Kill: ``cgroup.kill`` (5.14+), then SIGKILL of anything still listed.
 The "no internal processes" rule means a cgroup that has child cgroups with
 controllers cannot hold processes itself: the job cgroup holds none, each stage
 runs in its own child, and the job cgroup enables ``+memory +cpu`` for them.
+
+Rules of a real kernel (Documentation/admin-guide/cgroup-v2.rst, "Enabling and
+Disabling" and "Top-down Constraint"; gitlab-mechanics.md §11.5, verified on
+Debian 12's 6.1 kernel): a child's ``memory.*`` and ``cpu.*`` interface files
+exist only when its parent lists the controller in ``cgroup.subtree_control``;
+the kernel adds them to existing children when the controller is enabled later,
+but the wrapper never relies on that: :meth:`V2Group.create` creates every
+missing level one at a time and enables ``+memory +cpu`` in each level *before*
+creating the next, so the first job's very first stage already has
+``memory.peak``.  The root cgroup has no ``memory.peak``, ``memory.max``,
+``memory.current`` or ``cgroup.kill``, so capabilities are probed in a child
+(:meth:`V2Backend.probe_child`).
 """
 
 from __future__ import annotations
@@ -63,11 +75,16 @@ def _pressure_total(path: str) -> int | None:
 class V2Backend(Backend):
     name = "cgroup-v2"
 
-    def __init__(self, root: str, parent: str, rmdir: Callable[[str], None] = os.rmdir) -> None:
+    def __init__(self, root: str, parent: str, rmdir: Callable[[str], None] = os.rmdir,
+                 mkdir: Callable[[str], None] = os.mkdir, write: Callable[[str, str], None] = write_text) -> None:
         self.root = root
         self.parent = parent.strip("/")
-        #: Injectable for tests on a fake cgroupfs (a plain directory cannot be ``rmdir``-ed with files in it).
+        #: The three operations by which the kernel reacts to the wrapper (it creates a new cgroup's
+        #: interface files on ``mkdir``, refuses ``rmdir`` of a non-empty one, and interprets writes).
+        #: Injectable so tests can play the kernel on a plain directory (tests/wrapper/fake_cgroup_v2.py).
         self.rmdir = rmdir
+        self.mkdir = mkdir
+        self.write = write
 
     @property
     def parent_dir(self) -> str:
@@ -87,25 +104,73 @@ class V2Backend(Backend):
                     return set()
                 d = os.path.dirname(d)
 
+    def probe_child(self) -> dict[str, object]:
+        """Create a throw-away child of the parent, see which interface files the kernel gives it, remove it.
+
+        The root cgroup never has ``memory.peak``, ``memory.max`` or ``cgroup.kill`` (cgroup-v2.rst: the
+        root is exempt from resource control), so only a child tells what a job's cgroup will have.
+        The probe is made in the parent, or in its nearest existing ancestor when the parent does not exist
+        yet (so ``doctor`` run as root never creates a root-owned parent that a delegated runner could not
+        write), with the controllers enabled as :meth:`V2Group.create` does.
+        """
+        base = os.path.normpath(self.parent_dir)
+        root = os.path.normpath(self.root)
+        while not os.path.isdir(base) and base.startswith(root + os.sep):
+            base = os.path.dirname(base)
+        probe = os.path.join(base, f"rightsizer-probe-{os.getpid()}")
+        try:
+            self.enable_controllers(base)
+            self.mkdir(probe)
+        except FileExistsError:
+            pass
+        except (CgroupError, OSError) as exc:
+            return {"probe_error": str(exc) if isinstance(exc, CgroupError) else
+                    f"cannot create cgroup {probe}: {exc.strerror}"}
+        try:
+            has = {name: os.path.exists(os.path.join(probe, name))
+                   for name in ("memory.peak", "memory.max", "memory.events", "cpu.max", "cgroup.kill",
+                                "memory.pressure")}
+        finally:
+            try:
+                rmdir_tree(probe, self.rmdir)
+            except CgroupError:
+                pass
+        return {"probe_cgroup": probe, **has}
+
     def describe(self) -> dict[str, object]:
-        probe = self.parent_dir if os.path.isdir(self.parent_dir) else self.root
+        probe = self.probe_child()
+        if "probe_error" in probe:
+            unknown = f"unknown (no probe cgroup: {probe['probe_error']})"
+            peak: str = unknown
+            kill: object = None
+            psi: object = None
+        else:
+            peak = "memory.peak" if probe["memory.peak"] else "memory.current (sampled)"
+            kill = probe["cgroup.kill"]
+            psi = probe["memory.pressure"]
         return {
             "backend": self.name,
             "root": self.root,
             "parent": self.parent,
             "controllers": sorted(self.available_controllers()),
-            "memory_peak_file": "memory.peak" if os.path.exists(os.path.join(probe, "memory.peak"))
-            or os.path.exists(os.path.join(self.root, "memory.peak")) else "memory.current (sampled)",
-            "cgroup_kill": os.path.exists(os.path.join(probe, "cgroup.kill")),
-            "psi": os.path.exists(os.path.join(probe, "memory.pressure")),
+            "probe": probe,
+            "memory_peak_file": peak,
+            "cgroup_kill": kill,
+            "psi": psi,
         }
 
     def enable_controllers(self, directory: str) -> None:
-        """Enable memory and cpu for the children of ``directory`` (and of its ancestors below the root)."""
+        """Enable memory and cpu for the children of ``directory`` (which must exist) and of its ancestors.
+
+        From the root down, each level gets the wanted controllers it is offered (its
+        ``cgroup.controllers``) and lacks; asking for one that is not offered is ``ENOENT``
+        (cgroup-v2.rst, "Top-down Constraint").  A delegated parent's ancestors already have them
+        (systemd's ``Delegate=``), so nothing is written there.
+        """
         chain = []
         d = os.path.normpath(directory)
         root = os.path.normpath(self.root)
-        while d != root and d.startswith(root):
+        while d != root and d.startswith(root + os.sep):
             chain.append(d)
             d = os.path.dirname(d)
         chain.append(root)
@@ -115,10 +180,33 @@ class V2Backend(Backend):
                 have = set(read_text(sub).split())
                 offered = set(read_text(os.path.join(d, "cgroup.controllers")).split())
             except FileNotFoundError:
-                continue
+                raise CgroupError(f"{d} is not a cgroup v2 directory (no cgroup.subtree_control)") from None
             missing = [c for c in WANTED if c in offered and c not in have]
             if missing:
-                write_text(sub, " ".join("+" + c for c in missing))
+                self.write(sub, " ".join("+" + c for c in missing))
+
+    def make_dirs(self, directory: str) -> None:
+        """Create ``directory`` and any missing ancestor below the root, one level at a time.
+
+        Each existing level, from the root down, enables ``+memory +cpu`` for its children *before* the
+        next level is created, so every new cgroup is born with ``memory.peak``/``memory.max``/``cpu.max``.
+        Ancestors that already enable them (a delegated parent's, set up by systemd) are only read.
+        """
+        root = os.path.normpath(self.root)
+        target = os.path.normpath(directory)
+        missing: list[str] = []
+        d = target
+        while d != root and d.startswith(root + os.sep) and not os.path.isdir(d):
+            missing.append(d)
+            d = os.path.dirname(d)
+        for new in reversed(missing):
+            self.enable_controllers(os.path.dirname(new))
+            try:
+                self.mkdir(new)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise CgroupError(f"cannot create cgroup {new}: {exc.strerror}") from None
 
 
 class V2Group(Group):
@@ -134,9 +222,17 @@ class V2Group(Group):
         return os.path.isdir(self.dir)
 
     def create(self) -> None:
-        self.backend.enable_controllers(os.path.dirname(self.dir))
+        """Create the cgroup (and missing ancestors), its parent's controllers enabled first."""
+        if os.path.isdir(self.dir):
+            return
+        parent = os.path.dirname(self.dir)
+        self.backend.make_dirs(parent)
+        # Also for an existing parent: a parent made by an older wrapper, or by an admin, may lack them.
+        self.backend.enable_controllers(parent)
         try:
-            os.makedirs(self.dir, exist_ok=True)
+            self.backend.mkdir(self.dir)
+        except FileExistsError:
+            pass
         except OSError as exc:
             raise CgroupError(f"cannot create cgroup {self.dir}: {exc.strerror}") from None
 
@@ -144,17 +240,24 @@ class V2Group(Group):
         """Let this (job) cgroup delegate memory and cpu to its stage children."""
         self.backend.enable_controllers(self.dir)
 
+    def _require(self, name: str, controller: str) -> str:
+        path = self._f(name)
+        if not os.path.exists(path):
+            raise CgroupError(f"{path} does not exist: the {controller} controller is not enabled for "
+                              f"{self.dir} (its parent's cgroup.subtree_control lacks +{controller})")
+        return path
+
     def apply_limits(self, memory_bytes: int | None, cpu_cores: float | None) -> list[str]:
         done: list[str] = []
         if memory_bytes is not None:
-            write_text(self._f("memory.max"), str(int(memory_bytes)))
+            self.backend.write(self._require("memory.max", "memory"), str(int(memory_bytes)))
             done.append(f"memory.max={int(memory_bytes)}")
             if os.path.exists(self._f("memory.swap.max")):
-                write_text(self._f("memory.swap.max"), "0")
+                self.backend.write(self._f("memory.swap.max"), "0")
                 done.append("memory.swap.max=0")
         if cpu_cores is not None:
             quota = max(1000, int(round(cpu_cores * CPU_PERIOD_US)))
-            write_text(self._f("cpu.max"), f"{quota} {CPU_PERIOD_US}")
+            self.backend.write(self._require("cpu.max", "cpu"), f"{quota} {CPU_PERIOD_US}")
             done.append(f"cpu.max={quota} {CPU_PERIOD_US}")
         return done
 
@@ -162,7 +265,7 @@ class V2Group(Group):
         return [self._f("cgroup.procs")]
 
     def add_pid(self, pid: int) -> None:
-        write_text(self._f("cgroup.procs"), str(pid))
+        self.backend.write(self._f("cgroup.procs"), str(pid))
 
     def pids(self) -> set[int]:
         out: set[int] = set()
@@ -209,7 +312,7 @@ class V2Group(Group):
         before = self.pids()
         if os.path.exists(self._f("cgroup.kill")):
             try:
-                write_text(self._f("cgroup.kill"), "1")
+                self.backend.write(self._f("cgroup.kill"), "1")
             except CgroupError:
                 pass
             # The kernel empties cgroup.procs asynchronously; give it a moment before SIGKILLing leftovers.
