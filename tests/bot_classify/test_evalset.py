@@ -62,6 +62,7 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
     seen = {" ".join(c["excerpt"].split()) for c in CASES + TUNING + HELDOUT_A}
     assert not [c["id"] for c in HELDOUT if " ".join(c["excerpt"].split()) in seen]
     assert not {c["source"] for c in HELDOUT_A + HELDOUT} & {c["source"] for c in CASES}
+    assert not {c["source"] for c in HELDOUT} & {c["source"] for c in TUNING + HELDOUT_A}
 
 
 def test_tuning_split_family_accuracy(taxonomy):
