@@ -115,3 +115,39 @@ def test_bats_test_timeout_is_a_timeout(taxonomy, line):
     v, action = decided(line, taxonomy)
     assert (v.family.value, v.category, v.rule) == ("timeout", "test_timeout", "bats-test-timeout")
     assert action == Action.NONE
+
+
+# ------------------------------------------------------------------ helper_oom resizes the helper
+
+HELPER_KILLED = (b"Restoring cache\nChecking cache for default-11...\nDownloading cache.zip from http://minio:9000/c\n"
+                 b"Uploading artifacts for failed job\nERROR: Job failed: command terminated with exit code 137\n")
+
+
+def helper_decision(taxonomy, variables, policy=None):
+    f = dataclasses.replace(facts(exit_code=137), variables=variables)
+    verdict = classify(f, HELPER_KILLED, taxonomy)
+    assert verdict.category == "helper_oom"
+    return decide(f, verdict, [], policy or default_policy(), ClassUsage())
+
+
+def test_helper_oom_resizes_the_helper_containers_variables(taxonomy):
+    # gitlab-runner: the helper's memory is KUBERNETES_HELPER_MEMORY_LIMIT, not the build's limit
+    d = helper_decision(taxonomy, {"KUBERNETES_MEMORY_LIMIT": "4Gi", "KUBERNETES_HELPER_MEMORY_LIMIT": "1Gi"})
+    assert d.action == Action.RESIZE
+    assert d.variables["KUBERNETES_HELPER_MEMORY_LIMIT"] == "1536Mi"
+    assert "KUBERNETES_MEMORY_LIMIT" not in d.variables
+    # the lineage keeps the build container's limits: a helper resize must not pose as one
+    assert d.memory_limit_bytes is None and d.memory_request_bytes is None
+
+
+def test_helper_oom_without_a_known_helper_limit_says_what_is_missing(taxonomy):
+    d = helper_decision(taxonomy, {"KUBERNETES_MEMORY_LIMIT": "4Gi"})
+    assert d.action == Action.NONE
+    assert "KUBERNETES_HELPER_MEMORY_LIMIT" in d.reason and "config.toml" in d.reason
+
+
+def test_an_empty_helper_variable_falls_back_to_the_build_variables(taxonomy):
+    policy = default_policy()
+    policy = dataclasses.replace(policy, variables=dataclasses.replace(policy.variables, helper_memory_limit=""))
+    d = helper_decision(taxonomy, {"KUBERNETES_MEMORY_LIMIT": "4Gi"}, policy)
+    assert d.action == Action.RESIZE and "KUBERNETES_MEMORY_LIMIT" in d.variables

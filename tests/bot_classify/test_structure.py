@@ -142,8 +142,11 @@ def test_helper_killed_while_restoring_a_cache_is_a_helper_oom(taxonomy):
     trace = (b"Restoring cache\nChecking cache for default-11...\nDownloading cache.zip from http://minio:9000/c\n"
              b"Uploading artifacts for failed job\nERROR: Job failed: command terminated with exit code 137\n")
     verdict, d = decision(facts(), trace, taxonomy)
-    assert verdict.category == "helper_oom" and d.action == Action.RESIZE
+    assert verdict.category == "helper_oom"
     assert any("restore_cache" in e for e in verdict.evidence)
+    # the helper's own limit is what a resize would raise; unknown here, so the bot says so
+    # (test_catalogue_pass2: with KUBERNETES_HELPER_MEMORY_LIMIT set, the helper is resized)
+    assert d.action == Action.NONE and "KUBERNETES_HELPER_MEMORY_LIMIT" in d.reason
 
 
 @pytest.mark.parametrize("line,code", [
