@@ -49,20 +49,24 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "joblogs"
 TUNING = tomllib.loads((DATA / "tuning.toml").read_text("utf-8"))["case"]
 HELDOUT_A = tomllib.loads((DATA / "heldout-a.toml").read_text("utf-8"))["case"]
 HELDOUT = tomllib.loads((DATA / "heldout-b.toml").read_text("utf-8"))["case"]
+HELDOUT_C = tomllib.loads((DATA / "heldout-c.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
-    ids = [c["id"] for c in CASES + TUNING + HELDOUT_A + HELDOUT]
+    ids = [c["id"] for c in CASES + TUNING + HELDOUT_A + HELDOUT + HELDOUT_C]
     assert len(ids) == len(set(ids))
-    assert len(HELDOUT_A) >= 60 and len(HELDOUT) >= 60
-    for c in TUNING + HELDOUT_A + HELDOUT:
+    assert len(HELDOUT_A) >= 60 and len(HELDOUT) >= 60 and len(HELDOUT_C) >= 40
+    for c in TUNING + HELDOUT_A + HELDOUT + HELDOUT_C:
         assert c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
         assert c["family"] in FAMILIES, c["id"]
     # held-out B reuses no excerpt of the other splits
     seen = {" ".join(c["excerpt"].split()) for c in CASES + TUNING + HELDOUT_A}
     assert not [c["id"] for c in HELDOUT if " ".join(c["excerpt"].split()) in seen]
+    seen |= {" ".join(c["excerpt"].split()) for c in HELDOUT}
+    assert not [c["id"] for c in HELDOUT_C if " ".join(c["excerpt"].split()) in seen]
     assert not {c["source"] for c in HELDOUT_A + HELDOUT} & {c["source"] for c in CASES}
     assert not {c["source"] for c in HELDOUT} & {c["source"] for c in TUNING + HELDOUT_A}
+    assert not {c["source"] for c in HELDOUT_C} & {c["source"] for c in CASES + TUNING + HELDOUT_A + HELDOUT}
 
 
 def test_tuning_split_family_accuracy(taxonomy):
@@ -89,5 +93,5 @@ def test_score_script_runs_on_every_split(capsys):
         sys.argv = argv
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for split in ("cases", "tuning", "heldout-a", "heldout-b"):
+    for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c"):
         assert out.count(split) >= 1 and "right" in out
