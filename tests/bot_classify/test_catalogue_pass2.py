@@ -151,3 +151,50 @@ def test_an_empty_helper_variable_falls_back_to_the_build_variables(taxonomy):
     policy = dataclasses.replace(policy, variables=dataclasses.replace(policy.variables, helper_memory_limit=""))
     d = helper_decision(taxonomy, {"KUBERNETES_MEMORY_LIMIT": "4Gi"}, policy)
     assert d.action == Action.RESIZE and "KUBERNETES_MEMORY_LIMIT" in d.variables
+
+
+# ------------------------------------------------------------------ third pass: from held-out B's misses (kinds)
+
+
+@pytest.mark.parametrize("trace,family,rule", [
+    # CMake file(DOWNLOAD EXPECTED_HASH) / ExternalProject verify step
+    (b"-- SHA256 hash of\n    /b/deps/zlib-1.3.tar.gz\n  does not match expected value\n    expected: 'aa'\n"
+     b"      actual: 'bb'\n-- Hash mismatch, removing...\n", "build_error", "package-checksum-mismatch"),
+    (b"ERROR: zlib-1.3-r0 do_fetch: Fetcher failure for URL: 'https://zlib.net/zlib-1.3.tar.gz'. Checksum mismatch!\n",
+     "build_error", "package-checksum-mismatch"),
+    (b"Error: An exception occurred within a child process:\n  ChecksumMismatchError: SHA256 mismatch\n",
+     "build_error", "package-checksum-mismatch"),
+    (b"Error: error configuring Terraform AWS Provider: no valid credential sources for Terraform AWS Provider found.\n",
+     "config_error", "cloud-credentials"),
+    (b"jobs:deploy-review script can't be blank\n", "config_error", "gitlab-ci-config-invalid"),
+    (b"flake8 src\nsrc/app/views.py:12:80: E501 line too long (88 > 79 characters)\n", "build_error", "lint-or-format-failed"),
+    (b"FAIL src/a.test.ts\n  \xe2\x97\x8f Test suite failed to run\n\n    Jest worker ran out of memory and crashed\n",
+     "oom", "runtime-heap-exhausted"),
+    (b"Error: UPGRADE FAILED: cannot patch \"web\" with kind StatefulSet: StatefulSet.apps \"web\" is invalid: spec: "
+     b"Forbidden: updates to statefulset spec for fields other than 'replicas' are forbidden\n",
+     "config_error", "deploy-tool-refused"),
+    (b"12/40 proj:unit / slow_test                    TIMEOUT        600.02s   killed by signal 15 SIGTERM\n",
+     "timeout", "test-harness-timeout"),
+    (b"---- parser::tests::rejects_empty stdout ----\nthread 'parser::tests::rejects_empty' panicked at src/parser.rs:10:9:\n",
+     "build_error", "test-failure"),
+    (b"WARNING: step_script could not run\nexecution took longer than 1h0m0s seconds\n", "timeout", "runner-execution-timeout"),
+    (b"ccache: FATAL: Failed to open /ci/ccache/tmp/tmp.cpp_stderr.host.4242: No such file or directory\n",
+     "infrastructure", "compiler-temp-file-vanished"),
+])
+def test_third_pass_catalogue_rules(taxonomy, trace, family, rule):
+    v, _ = decided(trace, taxonomy)
+    assert (v.family.value, v.rule) == (family, rule)
+
+
+def test_yarn_and_lerna_report_a_sigkilled_child(taxonomy):
+    trace = (b"@pkg/core: Killed\n@pkg/core: error Command failed with exit code 137.\n"
+             b"lerna ERR! yarn run build exited 137 in '@pkg/core'\nerror Command failed with exit code 137.\n")
+    v, action = decided(trace, taxonomy)
+    assert (v.family.value, v.category, v.rule) == ("oom", "killed", "make-killed")
+    assert action == Action.RESIZE
+
+
+def test_a_pod_disruption_budget_is_not_a_pod(taxonomy):
+    v, _ = decided(b'Error: PodDisruptionBudget.policy "db" is invalid: spec: Forbidden: updates to '
+                   b'poddisruptionbudget spec are forbidden.\n', taxonomy)
+    assert v.family.value == "config_error"
