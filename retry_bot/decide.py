@@ -24,7 +24,7 @@ The gates, in order (the first that applies decides ``none``):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -53,6 +53,9 @@ __all__ = ["Action", "LineageAttempt", "ClassUsage", "Decision", "decide", "LINE
 
 #: How a job of a lineage came to be.
 LINEAGE_ACTIONS = ("origin", "retry", "resize")
+#: The taxonomy's category for a Kubernetes helper container killed by SIGKILL (see its
+#: helper-killed-fetching rule): its resize sets the policy's helper variables.
+HELPER_OOM = "helper_oom"
 
 
 @dataclass(frozen=True)
@@ -282,10 +285,24 @@ class _Decider:
 
     def _resize_memory(self, what: str) -> Decision:
         p, r, names = self.policy, self.policy.resize, self.policy.variables
-        limit, limit_src = self._memory_limit_in_force()
-        request = self._memory_request_in_force()
-        peak = self._observed_peak()
+        # helper_oom: the Kubernetes helper container was killed; size its own variables from the
+        # job's helper limit (the record, lineage and peak describe the build container).
+        helper = self.category == HELPER_OOM and bool(names.helper_memory_limit)
+        if helper:
+            names = replace(names, memory_limit=names.helper_memory_limit,
+                            memory_request=names.helper_memory_request)
+            limit, limit_src = self._helper_limit_in_force(names.memory_limit)
+            request = _parse_var(self.facts.variables, names.memory_request, parse_memory) or None
+            peak = None
+        else:
+            limit, limit_src = self._memory_limit_in_force()
+            request = self._memory_request_in_force()
+            peak = self._observed_peak()
         used = memory_used(limit, peak, request)
+        if used is None and helper:
+            return self.none(f"{what}: cannot size the helper container's resize: the job does not set "
+                             f"{names.memory_limit} (the helper limit comes from the runner's config.toml) "
+                             "and resize.default_memory is unset", "resize.default_memory")
         unknown = used is None
         if unknown and r.unknown_limit == UnknownLimit.NONE:
             return self.none(f"{what}: cannot size a resize: neither the memory limit in force nor an "
@@ -362,7 +379,8 @@ class _Decider:
             Action.RESIZE, reason, self.resolved.source, attempt=self.attempt + 1,
             variables=variables, tags=rc.tags if rc is not None else tuple(self.facts.tags),
             runner_class=rc.name if rc is not None else None,
-            memory_limit_bytes=limit_out, memory_request_bytes=request_out, delay_seconds=self.delay)
+            memory_limit_bytes=None if helper else limit_out,
+            memory_request_bytes=None if helper else request_out, delay_seconds=self.delay)
 
     def _resize_timeout(self, what: str) -> Decision:
         p, r, names = self.policy, self.policy.resize, self.policy.variables
@@ -465,6 +483,14 @@ class _Decider:
             return int(parsed), f"job variable {name}"
         if self.current_class is not None and self.current_class.default_memory:
             return self.current_class.default_memory, f"runner class {self.current_class.name!r} default"
+        if self.policy.resize.default_memory:
+            return self.policy.resize.default_memory, "resize.default_memory"
+        return None, ""
+
+    def _helper_limit_in_force(self, name: str) -> tuple[int | None, str]:
+        parsed = _parse_var(self.facts.variables, name, parse_memory)
+        if parsed:
+            return int(parsed), f"job variable {name}"
         if self.policy.resize.default_memory:
             return self.policy.resize.default_memory, "resize.default_memory"
         return None, ""

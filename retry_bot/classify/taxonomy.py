@@ -35,7 +35,7 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from retry_bot.model import FAMILIES, Family
 from retry_bot.problems import ConfigError, Problem, find_line
@@ -553,19 +553,26 @@ def _build_rule(r: dict[str, Any], doc: _Doc, i: int, stage_defs: Mapping[str, A
             bad("patterns", "must be a non-empty list of regular expressions (strings)")
         else:
             for j, src in enumerate(v):
-                pat, err = compile_pattern(src, ignore_case)
+                pat, err = compile_pattern(src, ignore_case, keywords)
                 if err:
                     bad(f"patterns[{j}]", err)
                 elif pat is not None:
                     if keywords is not None:
-                        # The keywords replace the pattern's own literals only when one of them is
-                        # inside one of those literals (then every match holds that keyword);
-                        # otherwise they could make the pattern unreachable, so both are kept.
-                        if any(k in n for n in pat.needles for k in keywords):
-                            pat = Pattern(pat.source, pat.regex, keywords, pat.ignore_case)
-                        else:
-                            pat = Pattern(pat.source, pat.regex,
-                                          tuple(dict.fromkeys(pat.needles + keywords)), pat.ignore_case)
+                        # Explicit keywords replace the pattern's own pre-filter literals, so they
+                        # must cover it: every match of the pattern holds one of its literals
+                        # (compile_pattern), hence one of the keywords only if each literal contains
+                        # a keyword.  Otherwise the pre-filter would skip traces the pattern matches
+                        # and the rule would silently never fire (issue 11: the localized-gcc kill).
+                        uncovered = uncovered_needles(pat.needles, keywords)
+                        if uncovered:
+                            bad(f"patterns[{j}]",
+                                f"keywords {[k.decode('utf-8', 'replace') for k in keywords]} do not cover "
+                                f"pattern {src!r}: a match containing "
+                                f"{' or '.join(repr(n.decode('utf-8', 'replace')) for n in uncovered)} holds "
+                                "none of them, so the pre-filter would hide it; add a keyword that every "
+                                "such match contains, or drop keywords")
+                            continue
+                        pat = Pattern(pat.source, pat.regex, keywords, pat.ignore_case)
                     patterns.append(pat)
     corroborated: list[Pattern] = []
     if "corroborated_by" in r:
@@ -628,7 +635,17 @@ def _build_rule(r: dict[str, Any], doc: _Doc, i: int, stage_defs: Mapping[str, A
 # --------------------------------------------------------------------------- patterns
 
 
-def compile_pattern(source: str, ignore_case: bool = False) -> tuple[Pattern | None, str | None]:
+def uncovered_needles(needles: tuple[bytes, ...], keywords: tuple[bytes, ...]) -> list[bytes]:
+    """The pattern literals that hold none of ``keywords``.
+
+    Every match of a pattern contains one of its literals (``needles``); the
+    keywords cover the pattern only if each literal contains a keyword.
+    """
+    return [n for n in needles if not any(k in n for k in keywords)]
+
+
+def compile_pattern(source: str, ignore_case: bool = False,
+                    keywords: tuple[bytes, ...] | None = None) -> tuple[Pattern | None, str | None]:
     """Compile one trace pattern; return ``(pattern, None)`` or ``(None, problem)``.
 
     Patterns are compiled as bytes regexes (``re.MULTILINE``; ``re.IGNORECASE``
@@ -651,7 +668,12 @@ def compile_pattern(source: str, ignore_case: bool = False) -> tuple[Pattern | N
     if risk:
         return None, (f"pattern {source!r} nests a repeat inside a repeat ({risk}), which can backtrack "
                       "catastrophically on long lines; rewrite it without nested quantifiers")
-    needles = _needles(list(parsed))
+    covered = None
+    if keywords:
+        def covered(n: bytes) -> bool:
+            n = n.lower() if ignore_case else n
+            return any(k in n for k in keywords)
+    needles = _needles(list(parsed), covered)
     if not needles or min(len(n) for n in needles) < MIN_NEEDLE:
         return None, (f"pattern {source!r} has an alternative without a literal of {MIN_NEEDLE}+ "
                       "characters; add a fixed word so the trace can be pre-filtered")
@@ -660,16 +682,18 @@ def compile_pattern(source: str, ignore_case: bool = False) -> tuple[Pattern | N
     return Pattern(source, regex, tuple(dict.fromkeys(needles)), ignore_case), None
 
 
-def _needles(items: list[Any]) -> list[bytes]:
+def _needles(items: list[Any], covered: Callable[[bytes], bool] | None = None) -> list[bytes]:
     """Literals of which every match of ``items`` contains at least one.
 
     Candidates are the longest literal run of the sequence, and for each group
     matched exactly once, the union of the needles of its alternatives; the
-    candidate whose shortest literal is longest wins.
+    candidate whose shortest literal is longest wins.  With ``covered`` (does a
+    literal hold one of a rule's explicit keywords?), a candidate whose literals
+    are all covered wins first, so the coverage check sees the best evidence.
     """
     options: list[list[bytes]] = []
     run = bytearray()
-    best_run = b""
+    runs: list[bytes] = []
     for op, av in items:
         if op is sre_constants.LITERAL:
             run.append(av)
@@ -679,24 +703,26 @@ def _needles(items: list[Any]) -> list[bytes]:
             run.extend([av[2][0][1]] * min(av[0], 16))
             if av[1] == av[0]:
                 continue
-        if len(run) > len(best_run):
-            best_run = bytes(run)
+        if run:
+            runs.append(bytes(run))
         run = bytearray()
         if op is sre_constants.SUBPATTERN:
-            sub = _needles(list(av[-1]))
+            sub = _needles(list(av[-1]), covered)
             if sub:
                 options.append(sub)
         elif op is sre_constants.BRANCH:
-            alts = [_needles(list(b)) for b in av[1]]
+            alts = [_needles(list(b), covered) for b in av[1]]
             if all(alts):
                 options.append([n for a in alts for n in a])
-    if len(run) > len(best_run):
-        best_run = bytes(run)
-    if best_run:
-        options.append([best_run])
+    if run:
+        runs.append(bytes(run))
+    # every literal run is a candidate (every match contains it); without keywords the longest wins
+    options.extend([r] for r in runs)
     if not options:
         return []
-    return list(dict.fromkeys(max(options, key=lambda o: (min(len(n) for n in o), -len(o)))))
+    def rank(o: list[bytes]) -> tuple[bool, int, int]:
+        return (covered is not None and all(covered(n) for n in o), min(len(n) for n in o), -len(o))
+    return list(dict.fromkeys(max(options, key=rank)))
 
 
 _REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, getattr(sre_constants, "POSSESSIVE_REPEAT", None))

@@ -116,6 +116,7 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
         "variables": {
             "memory_limit": v.memory_limit, "memory_request": v.memory_request,
             "cpu_limit": v.cpu_limit, "cpu_request": v.cpu_request,
+            "helper_memory_limit": v.helper_memory_limit, "helper_memory_request": v.helper_memory_request,
             "memory_format": v.memory_format.value, "raise_request": v.raise_request,
         },
         "families": {fam: _rule(rule) for fam, rule in p.families.items()},

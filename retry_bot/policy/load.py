@@ -68,8 +68,8 @@ _TOP_KEYS = ("version", "dry_run", "skip_superseded", "skip_allow_failure", "max
              "placement", "pipeline_sources", "overrides", "prediction")
 _RULE_KEYS = ("action", "budget", "backoff")
 _BACKOFF_KEYS = ("initial", "factor", "max")
-_VARIABLE_KEYS = ("memory_limit", "memory_request", "cpu_limit", "cpu_request", "memory_format",
-                  "raise_request")
+_VARIABLE_KEYS = ("memory_limit", "memory_request", "cpu_limit", "cpu_request", "helper_memory_limit",
+                  "helper_memory_request", "memory_format", "raise_request")
 _RESIZE_KEYS = ("ratio", "min_bump", "granularity", "max_memory", "default_memory", "unknown_limit", "beyond_top",
                 "last_attempt", "cpu", "time")
 _CPU_KEYS = ("ratio", "min_bump", "max_cpus", "default")
@@ -305,7 +305,8 @@ class _Reader:
         t = self.table(value, path, _VARIABLE_KEYS)
         d = VariableNames()
         names = {}
-        for key in ("memory_limit", "memory_request", "cpu_limit", "cpu_request"):
+        for key in ("memory_limit", "memory_request", "cpu_limit", "cpu_request", "helper_memory_limit",
+                    "helper_memory_request"):
             names[key] = self.take(t, key, path, getattr(d, key), _env_name,
                                    'a variable name such as "KUBERNETES_MEMORY_LIMIT", or "" for none')
         v = VariableNames(

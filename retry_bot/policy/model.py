@@ -186,6 +186,12 @@ class VariableNames:
     memory_request: str = "KUBERNETES_MEMORY_REQUEST"
     cpu_limit: str = "KUBERNETES_CPU_LIMIT"
     cpu_request: str = "KUBERNETES_CPU_REQUEST"
+    #: The Kubernetes executor's helper container (sources, caches, artifacts) has its own limit,
+    #: overwritable per job (gitlab-runner common/config.go KubernetesConfig.HelperMemoryLimit,
+    #: env KUBERNETES_HELPER_MEMORY_LIMIT, capped by helper_memory_limit_overwrite_max_allowed):
+    #: a ``helper_oom`` resize sets these instead.  "" = resize the build variables instead.
+    helper_memory_limit: str = "KUBERNETES_HELPER_MEMORY_LIMIT"
+    helper_memory_request: str = "KUBERNETES_HELPER_MEMORY_REQUEST"
     memory_format: MemoryFormat = MemoryFormat.BINARY
     #: Raise the request together with the limit (request = limit), so the
     #: scheduler reserves what the re-run is expected to use.
