@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 from retry_bot.actions import ActionRequest, ActionRunner
 from retry_bot.classify import classify, extract_verified_record, facts_from_job_json
 from retry_bot.decide import ClassUsage, Decision, LineageAttempt, decide
-from retry_bot.gitlab.client import GitLabApiError, GitLabClient, NotFound, parse_time
+from retry_bot.gitlab.client import GitLabApiError, GitLabClient, GraphQLSchemaError, NotFound, parse_time
 from retry_bot.gitlab.jobdef import (GeneratedPipelineSource, JobDefinition, JobDefinitionError,
                                      fetch_job_definition)
 from retry_bot.gitlab.recreate import ChildPipelineSpec, build_child_config, parse_gitlab_duration, pipeline_variables
@@ -318,6 +318,13 @@ class Poller:
             log.warning("graphql_job_not_found", job_url=job.get("web_url"), job_id=jid,
                         note="deciding without exitCode/retried (does the token see the project in GraphQL?)")
             details = {}
+        except GraphQLSchemaError as exc:
+            # Not transient: the same query fails on every cycle.  Decide from REST alone
+            # (no exit code) rather than leaving the job undecided forever.
+            log.error("graphql_schema_mismatch", job_url=job.get("web_url"), job_id=jid, error=str(exc),
+                      note="deciding without exitCode/retried/manualJob; run `retry-bot doctor` to see which "
+                           "GitLab versions the bot supports")
+            details = {}
         if details.get("manualJob") and self.store.origin_of(jid) == jid and self._copy_pending(proj.id, job):
             # Most likely the copy of a resize whose last step (the play's answer) is still open:
             # it joins its lineage when that intent completes; judging it now would start a
@@ -561,10 +568,13 @@ class Poller:
         if decision.action.value == "retry":
             return ActionRequest(kind="retry", **base)
         variables = {str(k): str(v) for k, v in decision.variables.items()}
-        is_copy = origin != facts.job_id and bool(details.get("manualJob"))
-        if is_copy:
-            # A bot-created manual job that already ran: GraphQL jobRetry with variables
-            # (the new job starts at once).  Tags cannot change this way; a class change
+        manual = bool(details.get("manualJob")) or bool(job.get("when") == "manual")
+        if manual and self.client.features().job_retry:
+            # A manual job that already ran -- a bot-created copy, or a job that is itself
+            # ``when: manual`` -- is retried in place with GraphQL jobRetry(variables:): the
+            # variables apply to manual (``action?``) jobs, a failed one included, and the new
+            # job starts at once (G CloneJobService#add_job_variables_attributes!; mechanics
+            # §11.2).  No child pipeline.  Tags cannot change this way; a class change
             # re-creates from the definition instead.
             # Nor can it change ``timeout:``: a timeout resize re-creates too.
             prev = next((a for a in lineage if a.job_id == facts.job_id), None)
