@@ -124,6 +124,8 @@ class Project:
     #: Protected branches: name -> {"push": level, "merge": level, "users": [usernames allowed]}; a level
     #: is a role name or ``"no_one"`` (G app/models/protected_branch.rb, push/merge access levels).
     protected_branches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Project CI/CD variables (Settings > CI/CD): ``[{key, value, masked, raw}]``.
+    ci_variables: list[dict[str, Any]] = field(default_factory=list)
     #: ``auto_cancel_pending_pipelines`` (on by default, G app/models/project_ci_cd_setting.rb).
     auto_cancel_pending_pipelines: bool = True
 
