@@ -578,7 +578,9 @@ class Poller:
             # re-creates from the definition instead.
             # Nor can it change ``timeout:``: a timeout resize re-creates too.
             prev = next((a for a in lineage if a.job_id == facts.job_id), None)
-            if decision.timeout_seconds is None and (prev is None or decision.runner_class in (None, prev.runner_class)):
+            same_class = (prev is None or decision.runner_class in (None, prev.runner_class)
+                          or sorted(decision.tags) == sorted(str(t) for t in job.get("tag_list") or ()))
+            if decision.timeout_seconds is None and same_class:
                 return ActionRequest(kind="job_retry", variables=variables, **base)
         defn = defn or self._definition(proj, job, facts)
         spec = ChildPipelineSpec(origin_job_id=origin, origin_pipeline_id=facts.pipeline_id,
