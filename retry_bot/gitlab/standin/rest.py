@@ -45,6 +45,7 @@ class Request:
     body: dict[str, Any]
     user: User | None
     state: GitLabState
+    token: str | None = None
 
     def arg(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)
@@ -170,6 +171,13 @@ def get_user(req: Request) -> Response:
     body = entities.user_json(req.state, req.user) or {}
     body.update({"is_admin": False, "bot": False, "created_at": None})
     return json_response(200, body)
+
+
+def get_token_self(req: Request) -> Response:
+    """``GET /personal_access_tokens/self`` (G lib/api/personal_access_tokens/self_information_api.rb)."""
+    scopes = req.state.token_scopes.get(req.token or "", ["api"])
+    return json_response(200, {"id": 1, "name": "retry-bot", "revoked": False, "active": True, "scopes": scopes,
+                               "user_id": req.user.id if req.user else None, "expires_at": None})
 
 
 def get_version(req: Request) -> Response:
@@ -462,6 +470,7 @@ _P = r"/api/v4/projects/(?P<project>[^/]+)"
 ROUTES: list[tuple[str, re.Pattern[str], Callable[..., Response]]] = [
     ("GET", re.compile(r"^/api/v4/user$"), get_user),
     ("GET", re.compile(r"^/api/v4/version$"), get_version),
+    ("GET", re.compile(r"^/api/v4/personal_access_tokens/self$"), get_token_self),
     ("GET", re.compile(rf"^{_P}/repository/files/(?P<file>[^/]+)/raw$"), get_raw_file),
     ("GET", re.compile(rf"^{_P}/repository/branches/(?P<branch>[^/]+)$"), get_branch),
     ("GET", re.compile(rf"^{_P}$"), get_project),
@@ -489,6 +498,11 @@ def dispatch(req: Request) -> Response:
     """Route a request; GitLab's 401/403/404/405 and error bodies included."""
     if req.user is None:
         return error_response(401, "401 Unauthorized")
+    scopes = req.state.token_scopes.get(req.token or "", ["api"])
+    if req.method != "GET" and "api" not in scopes:
+        # G lib/gitlab/auth/auth_finders.rb: read_api allows GET only
+        return json_response(403, {"error": "insufficient_scope", "error_description": "The request requires "
+                                   "higher privileges than provided by the access token.", "scope": "api"})
     path_matched = False
     for method, regex, handler in ROUTES:
         m = regex.match(req.path)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Sequence, Any, Callable, Iterable, Mapping, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from runner_wrapper.logconfig import get_logger
@@ -175,7 +175,8 @@ class _Handler(BaseHTTPRequestHandler):
             return rest.json_response(404, {"error": "404 Not Found"})
         query = parse_qs(query_string, keep_blank_values=True)
         try:
-            return rest.dispatch(rest.Request(self.command, path, query, body, user, standin.state))
+            return rest.dispatch(rest.Request(self.command, path, query, body, user, standin.state,
+                                              token=self._token()))
         except Exception as exc:  # a stand-in bug must show as a 500, not kill the connection
             log.error("standin.internal_error", path=path, error=repr(exc))
             return rest.error_response(500, "500 Internal Server Error")
@@ -404,8 +405,9 @@ class StandIn:
             self._arrivals.clear()
 
     # ---------------------------------------------------------- control API
-    def add_token(self, token: str, username: str, role: str = "developer") -> User:
-        return self.state.add_user(username, token, role)
+    def add_token(self, token: str, username: str, role: str = "developer",
+                  scopes: Sequence[str] = ("api",)) -> User:
+        return self.state.add_user(username, token, role, scopes)
 
     def add_project(self, path: str, ci_config: Mapping[str, Any] | str, *, default_branch: str = "main",
                     pipeline_variables_min_role: str = "developer", files: Mapping[str, str] | None = None,

@@ -226,6 +226,8 @@ class GitLabState:
         self.base_url = base_url
         self.users: dict[int, User] = {}
         self.tokens: dict[str, int] = {}
+        #: Scopes of each token (``api`` unless told otherwise).
+        self.token_scopes: dict[str, list[str]] = {}
         self.groups: dict[int, Group] = {}
         self.projects: dict[int, Project] = {}
         self.pipelines: dict[int, Pipeline] = {}
@@ -246,10 +248,12 @@ class GitLabState:
         return profile_for_version(self.gitlab_version)
 
     # ----------------------------------------------------------------- users
-    def add_user(self, username: str, token: str, role: str = "maintainer") -> User:
+    def add_user(self, username: str, token: str, role: str = "maintainer",
+                 scopes: Sequence[str] = ("api",)) -> User:
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
         with self.lock:
+            self.token_scopes[token] = list(scopes)
             user = User(next(self._user_ids), username, username.replace("-", " ").title(), role)
             self.users[user.id] = user
             self.tokens[token] = user.id
