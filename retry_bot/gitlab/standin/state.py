@@ -766,6 +766,7 @@ class GitLabState:
                     job.status = "skipped"
                 elif when == "manual":
                     job.status = "manual"
+                    self._notify(job)
                 else:
                     self._enqueue(pipe, job)
                 self._touch(pipe)
