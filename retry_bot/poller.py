@@ -592,9 +592,20 @@ class Poller:
                              **base)
 
     def _definition(self, proj: _Project, job: Mapping[str, Any], facts: JobFacts) -> JobDefinition:
+        # The original pipeline's predefined variables the rules most often test, so the copy
+        # keeps the rules:variables / workflow:rules:variables that applied to the job.
+        ref = facts.ref or ""
+        scope = {"CI_PIPELINE_SOURCE": facts.pipeline_source or "push", "CI_COMMIT_REF_NAME": ref,
+                 "CI_COMMIT_SHA": facts.sha or "", "CI_JOB_NAME": facts.name, "CI_PROJECT_PATH": proj.path}
+        if facts.protected is not None:
+            scope["CI_COMMIT_REF_PROTECTED"] = "true" if facts.protected else "false"
+        if job.get("tag"):
+            scope["CI_COMMIT_TAG"] = ref
+        elif ref:
+            scope["CI_COMMIT_BRANCH"] = ref
         return fetch_job_definition(self.client, proj.id, job, pipeline_source=facts.pipeline_source,
                                     generated=self.settings.generated,
-                                    parent_pipeline_id=self._parent_pipeline(proj, facts))
+                                    parent_pipeline_id=self._parent_pipeline(proj, facts), rule_scope=scope)
 
     def _parent_pipeline(self, proj: _Project, facts: JobFacts) -> int | None:
         """The parent of a child pipeline: the newest pipeline on the ref whose bridge triggered it."""

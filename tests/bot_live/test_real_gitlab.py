@@ -299,3 +299,46 @@ def test_documents_the_bot_sends_validate_against_every_profile():
     old = GitLabClient.JOB_QUERY.replace("pipeline { id ... on Pipeline { source } }", "pipeline { id source }")
     assert validate(schema_for("current"), parse(old))
     assert json.dumps(PROFILE_VERSIONS)
+
+
+def test_the_copy_keeps_the_rules_variables_that_applied_to_the_job(tmp_path):
+    """Before: the copy dropped `rules:` and with them the `rules:variables` / `workflow:rules:variables`
+    that applied to the original job."""
+    farm = Farm({"build": needs_memory(300)})
+    try:
+        job = dict(BUILD, rules=[{"if": '$CI_PIPELINE_SOURCE == "web"', "variables": {"MODE": "web"}},
+                                 {"if": '$CI_COMMIT_BRANCH == "main"', "variables": {"MODE": "release"}}])
+        farm.add_project("grp/r", {"build": job})
+        proj = farm.standin.state.project("grp/r")
+        cfg = dict(farm.standin.state.projects[proj.id].configs[proj.refs["main"]])
+        cfg["workflow"] = {"rules": [{"if": "$RETRY_BOT_CHILD_CONFIG"},
+                                     {"if": '$CI_COMMIT_BRANCH == "main"', "variables": {"CHANNEL": "stable"}}]}
+        farm.standin.set_ci_config("grp/r", cfg)
+        farm.standin.create_pipeline("grp/r")
+        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in _jobs(farm, "build")))
+        origin_env = [v for (jid, _, v) in farm.runs if jid == _jobs(farm, "build")[0].id][0]
+        assert origin_env["MODE"] == "release" and origin_env["CHANNEL"] == "stable"
+        bot = make_bot(farm, tmp_path, ["grp/r"])
+        try:
+            assert cycle_until(bot, lambda: any(j.status == "success" for j in _jobs(farm, "build")), timeout=30)
+        finally:
+            bot.close()
+        copy_env = [v for (jid, _, v) in farm.runs if jid == _jobs(farm, "build")[-1].id][0]
+        assert copy_env["MODE"] == "release" and copy_env["CHANNEL"] == "stable"
+    finally:
+        farm.close()
+
+
+def test_the_lint_call_has_no_include_merged_yaml(tmp_path):
+    """Before: the bot sent `include_merged_yaml`, a parameter GET /ci/lint does not have."""
+    farm = Farm({"build": needs_memory(300)})
+    try:
+        _failed_oom(farm, "grp/l", BUILD)
+        bot = make_bot(farm, tmp_path, ["grp/l"])
+        try:
+            assert cycle_until(bot, lambda: bool(farm.standin.calls_matching("GET", r"/ci/lint")), timeout=20)
+        finally:
+            bot.close()
+        assert all("include_merged_yaml" not in c.query for c in farm.standin.calls_matching("GET", r"/ci/lint"))
+    finally:
+        farm.close()
