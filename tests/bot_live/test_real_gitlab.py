@@ -342,3 +342,25 @@ def test_the_lint_call_has_no_include_merged_yaml(tmp_path):
         assert all("include_merged_yaml" not in c.query for c in farm.standin.calls_matching("GET", r"/ci/lint"))
     finally:
         farm.close()
+
+
+def test_before_16_4_a_failed_manual_job_is_recreated_through_rest_only(tmp_path):
+    """GitLab 16.0-16.3 has no jobRetry(id: CiProcessableID): the bot degrades to REST (a child
+    pipeline and play) instead of sending a mutation GitLab refuses."""
+    farm = Farm({"build": needs_memory(300)}, gitlab_version="16.3.0")
+    try:
+        farm.add_project("grp/m16", {"build": dict(BUILD, rules=[{"when": "manual"}])})
+        farm.standin.create_pipeline("grp/m16")
+        assert farm.standin.wait_for(lambda: any(j.status == "manual" for j in _jobs(farm, "build")))
+        farm.standin.state.play_job(_jobs(farm, "build")[0].id, user=farm.standin.user)
+        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in _jobs(farm, "build")))
+        bot = make_bot(farm, tmp_path, ["grp/m16"])
+        try:
+            assert cycle_until(bot, lambda: any(j.status == "success" for j in _jobs(farm, "build")), timeout=30)
+        finally:
+            bot.close()
+        assert farm.standin.calls_matching("POST", r"/pipeline$")
+        ok = [j for j in _jobs(farm, "build") if j.status == "success"][0]
+        assert ok.retry_of is None and farm.standin.get_pipeline(ok.pipeline_id).source == "parent_pipeline"
+    finally:
+        farm.close()
