@@ -107,3 +107,13 @@ def test_text_output_names_the_fix(farm, tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "FAIL  bad/app: pipeline variables" in out and "fix: Settings > CI/CD > Variables" in out
     assert TOKEN not in out
+
+
+def test_the_example_project_passes(farm, tmp_path, monkeypatch, capsys):
+    from tests.bot_live.farm import ROOT
+
+    example = (ROOT / "packaging" / "gitlab-ci" / "example.gitlab-ci.yml").read_text()
+    farm.standin.add_project("ex/app", example, files={"packaging/gitlab-ci/retry-bot.yml": TEMPLATE.read_text()})
+    rc, report = _doctor(farm, tmp_path, ["ex/app"], monkeypatch, capsys)
+    assert rc == 0, _failures(report)
+    assert not [c for c in report["checks"] if c["status"] != "ok"], report
