@@ -568,8 +568,7 @@ class Poller:
         if decision.action.value == "retry":
             return ActionRequest(kind="retry", **base)
         variables = {str(k): str(v) for k, v in decision.variables.items()}
-        manual = bool(details.get("manualJob")) or bool(job.get("when") == "manual")
-        if manual and self.client.features().job_retry:
+        if details.get("manualJob") and self.client.features().job_retry:
             # A manual job that already ran -- a bot-created copy, or a job that is itself
             # ``when: manual`` -- is retried in place with GraphQL jobRetry(variables:): the
             # variables apply to manual (``action?``) jobs, a failed one included, and the new

@@ -60,8 +60,7 @@ class PolicyNeeds:
 def needs_of(policy: Any) -> PolicyNeeds:
     """Which writes a policy can lead to (families, categories and overrides)."""
     actions = {str(getattr(r.action, "value", r.action)) for r in policy.families.values()}
-    for upd in list(policy.categories.values()) + [o.rule for o in getattr(policy, "overrides", ())
-                                                   if hasattr(o, "rule")]:
+    for upd in list(policy.categories.values()) + [o.update for o in getattr(policy, "overrides", ())]:
         a = getattr(upd, "action", None)
         if a is not None:
             actions.add(str(getattr(a, "value", a)))

@@ -480,9 +480,13 @@ class GitLabClient:
         cached = getattr(self, "_features", None)
         if cached is not None:
             return cached
+        if self._clock() < getattr(self, "_features_retry_at", 0.0):
+            return GitLabFeatures()
         try:
             feats = GitLabFeatures.from_version(self.version())
         except GitLabApiError as exc:
+            # Not asked again for 5 minutes: one failed read must not double every later call.
+            self._features_retry_at = self._clock() + 300.0
             log.warning("gitlab_version_unknown", error=str(exc), note="assuming a current GitLab")
             return GitLabFeatures()
         for problem in feats.missing():
