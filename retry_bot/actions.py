@@ -439,11 +439,14 @@ class ActionRunner:
         The oldest unclaimed candidate is taken (one resize per job name and ref is in flight
         at a time, see ``Poller._copy_pending``).
         """
+        owned = (self.store.get_watermark(PIPELINES_SCOPE) or {}).get("pipelines", {})
+        key = f"{req.key}:pipeline"
+        mine = [int(pid) for pid, k in owned.items() if k == key]
+        if mine:
+            return min(mine)  # recorded before a crash that came before the intent was completed
         username = self._bot_username()
         if username is None:
             return None
-        owned = (self.store.get_watermark(PIPELINES_SCOPE) or {}).get("pipelines", {})
-        key = f"{req.key}:pipeline"
         found: int | None = None
         for p in self.client.latest_pipelines(req.project_id, req.ref, source="api", limit=20, username=username):
             created = parse_time(p.get("created_at"))
