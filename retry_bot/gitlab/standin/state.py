@@ -627,6 +627,7 @@ class GitLabState:
     def cancel_job(self, job_id: int, *, user: User | None = None) -> Job:
         with self.lock:
             job = self.job(job_id)
+            self.check_can_update_ref(job, user)   # build_policy.rb: protected_ref prevents update_build
             if job.status in ACTIVE_STATUSES or job.status in ("scheduled", "waiting_for_callback"):
                 now = self.clock()
                 job.status = "canceled"
