@@ -22,12 +22,18 @@ Actions:
 
     1. ``<key>:pipeline`` — ``POST /projects/:id/pipeline`` on the job's ref
        with ``RETRY_BOT_CHILD_CONFIG`` (a ``when: manual`` copy of the job) and
-       ``RETRY_BOT_ORIGIN_JOB_ID`` / ``RETRY_BOT_FAILED_JOB_ID``.  Observed by
-       listing the ref's newest pipelines and reading their variables.
+       ``RETRY_BOT_ORIGIN_JOB_ID`` / ``RETRY_BOT_FAILED_JOB_ID``.  The new
+       pipeline's id is kept in the state store (the sub-intent's result and the
+       ``retry-bot:pipelines`` document).  After a crash between the write and its
+       record, the pipeline is found among the bot user's own ``api`` pipelines on
+       the ref that no other intent claims -- without reading pipeline variables,
+       which needs Maintainer (G ``pipeline_policy.rb``, ``read_pipeline_variable``).
     2. the CI template turns the variable into a child pipeline; the bot waits
-       (across poll cycles) for the manual copy to appear, then
-       ``<key>:play`` — ``POST /jobs/:id/play`` with ``job_variables_attributes``.
-       Observed through the job's status (a played job is no longer ``manual``).
+       (across poll cycles) for the manual copy to reach ``manual`` (child jobs
+       start ``created`` and are processed asynchronously; playing earlier gets
+       400 "Unplayable Job"), then ``<key>:play`` — ``POST /jobs/:id/play`` with
+       ``job_variables_attributes``.  Observed through the job's status: a played
+       job has left ``created``/``manual`` (it is ``pending`` or later).
 
 The overall intent completes when the job runs with the new variables; the
 new job joins the lineage in the state store.
@@ -52,18 +58,50 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
-from retry_bot.gitlab.client import AmbiguousWrite, GitLabApiError, GitLabClient, WriteRejected, parse_time
-from retry_bot.gitlab.recreate import CONFIG_VARIABLE, ORIGIN_VARIABLE
+from retry_bot.gitlab.client import (AmbiguousWrite, GitLabApiError, GitLabClient, GraphQLSchemaError, WriteRejected,
+                                     parse_time)
 from retry_bot.state import ActionIntent, LeadershipLost, StateError
 from runner_wrapper.logconfig import get_logger
 
-__all__ = ["ActionRequest", "ActionRunner", "ActionSettings", "Outcome", "TEMPLATE_BRIDGE"]
+__all__ = ["ActionRequest", "ActionRunner", "ActionSettings", "Outcome", "TEMPLATE_BRIDGE", "PIPELINES_SCOPE",
+           "pipeline_creation_hint"]
 
 log = get_logger("retry_bot.actions")
 
 #: The bridge job of ``packaging/gitlab-ci/retry-bot.yml``.
 TEMPLATE_BRIDGE = "retry-bot:child"
 _FINAL = ("success", "failed", "canceled", "skipped")
+#: A job in one of these was not played (yet): ``created`` is not processed yet (mechanics §11.1).
+_NOT_PLAYED = ("created", "manual", "scheduled", "waiting_for_resource")
+#: State-store document: pipeline id -> the intent key that created it (the bot's own pipelines).
+PIPELINES_SCOPE = "retry-bot:pipelines"
+
+
+def pipeline_creation_hint(message: str) -> str:
+    """What a 400 from ``POST /projects/:id/pipeline`` means, from GitLab's own message."""
+    m = message.lower()
+    if "insufficient permissions to set pipeline variables" in m:
+        return ("the bot's token may not pass pipeline variables: set the project's "
+                "ci_pipeline_variables_minimum_override_role (Settings > CI/CD > Variables) to the token's role "
+                "or lower")
+    if "sufficient permission to run a pipeline on" in m:
+        return ("the ref is protected and the bot's token may neither push nor merge to it: allow its user "
+                "(or role) to push or merge in Settings > Repository > Protected branches")
+    if "insufficient permissions to create a new pipeline" in m:
+        return "the bot's token needs the Developer role (or higher) on the project"
+    if "filtered out by workflow rules" in m:
+        return ("the project's workflow:rules drop the bot's api pipeline: add `- if: $RETRY_BOT_CHILD_CONFIG` "
+                "as the first workflow rule")
+    if "will not run for the selected trigger" in m or "no stages / jobs" in m:
+        return ("no job of the bot's pipeline is in a normal stage: include packaging/gitlab-ci/retry-bot.yml "
+                "(current version, retry-bot:child in stage `test`) and make sure the project's `stages:` "
+                "contains `test` (or override the stage of retry-bot:child)")
+    if "chosen stage" in m and "does not exist" in m:
+        return ("a stage of the template is not in the project's `stages:`: add `test`, or override the stage "
+                "of retry-bot:child")
+    if "reference not found" in m:
+        return "the job's ref no longer exists (branch deleted)"
+    return "see `retry-bot doctor --config bot.toml` for what the project needs"
 
 
 @dataclass(frozen=True)
@@ -233,7 +271,10 @@ class ActionRunner:
 
     def _observe_retried(self, req: ActionRequest) -> int | None:
         """The job GitLab created by retrying ``req.job_id``, if it did."""
-        details = self.client.job_details(req.project_path, req.job_id)
+        try:
+            details = self.client.job_details(req.project_path, req.job_id)
+        except GraphQLSchemaError:
+            details = {"retried": True}  # unknown: the pipeline's jobs below tell
         if not details.get("retried"):
             return None
         jobs = self.client.pipeline_jobs(req.project_id, req.pipeline_id, include_retried=True)
@@ -303,11 +344,20 @@ class ActionRunner:
             self.store.fail_action(intent.intent_id, f"playing job {manual_id} failed: {play_intent.error}", False)
             return Outcome(req.key, "failed", str(play_intent.error))
         fresh = play_intent.created and play_intent.attempts == 1
+        status = job.get("status")
         if not fresh or play_intent.idempotency_key in self._sent:
-            if job.get("status") != "manual":
+            if status not in _NOT_PLAYED and status not in ("canceled", "skipped"):
                 self.store.complete_action(play_intent.intent_id, {"job_id": manual_id, "observed": True})
                 return self._finish(intent, req, manual_id, observed=True, extra={"pipeline_id": pipeline_id})
-            # still manual: our play did not happen (a played job leaves ``manual`` at once)
+            # still created/manual: our play did not happen (a played job leaves ``manual`` at once)
+        if status in ("canceled", "skipped"):
+            msg = f"the manual copy {manual_id} was {status} before it was played (auto-cancel or a person)"
+            self.store.fail_action(play_intent.intent_id, msg, False)
+            self.store.fail_action(intent.intent_id, msg, False)
+            return Outcome(req.key, "failed", msg)
+        if status != "manual":
+            # ``created``: the child pipeline is not processed yet; playing now gets 400 "Unplayable Job"
+            return Outcome(req.key, "waiting", f"the manual copy {manual_id} is {status}, not manual yet")
         self.store.ensure_leader()
         self._sent[play_intent.idempotency_key] = self.clock()
         try:
@@ -329,6 +379,7 @@ class ActionRunner:
         if not fresh:
             found = self._pipelines.get(key) or self._find_pipeline(req, since=pipe_intent.created_at)
             if found is not None:
+                self._claim_pipeline(found, key)
                 self.store.complete_action(pipe_intent.intent_id, {"pipeline_id": found, "observed": True})
                 self._pipelines[key] = found
                 return found
@@ -341,8 +392,9 @@ class ActionRunner:
         except WriteRejected as exc:
             hint = ""
             if exc.status == 400:
-                hint = (" (does the project include packaging/gitlab-ci/retry-bot.yml, and may the bot's token "
-                        "set pipeline variables: ci_pipeline_variables_minimum_override_role?)")
+                hint = f" ({pipeline_creation_hint(str(exc))})"
+            elif exc.status == 403:
+                hint = " (the bot's token needs the Developer role (or higher) and the api scope)"
             self.store.fail_action(pipe_intent.intent_id, f"{exc}{hint}", False)
             log.warning("action_failed", key=req.key, step="create_pipeline", job_url=req.web_url,
                         reason=f"{exc}{hint}")
@@ -351,6 +403,7 @@ class ActionRunner:
             log.warning("action_outcome_unknown", key=req.key, step="create_pipeline", error=str(exc))
             return None
         pid = int(pipe["id"])
+        self._claim_pipeline(pid, key)
         self.store.complete_action(pipe_intent.intent_id, {"pipeline_id": pid, "observed": False,
                                                            "web_url": pipe.get("web_url")})
         self._pipelines[key] = pid
@@ -358,19 +411,55 @@ class ActionRunner:
                  origin_job_id=req.origin_job_id)
         return pid
 
+    def _claim_pipeline(self, pipeline_id: int, key: str) -> None:
+        """Record in the state store that ``pipeline_id`` is the bot's, made for intent ``key``."""
+        doc = self.store.get_watermark(PIPELINES_SCOPE) or {}
+        owned = dict(doc.get("pipelines", {}))
+        owned[str(pipeline_id)] = key
+        if len(owned) > 2000:  # bounded: the oldest ids go first
+            owned = dict(sorted(owned.items(), key=lambda kv: int(kv[0]))[-2000:])
+        self.store.set_watermark(PIPELINES_SCOPE, {"pipelines": owned})
+
+    def _bot_username(self) -> str | None:
+        if not hasattr(self, "_username"):
+            try:
+                self._username: str | None = str(self.client.current_user().get("username") or "") or None
+            except GitLabApiError as exc:
+                log.warning("bot_user_unknown", error=str(exc))
+                return None
+        return self._username
+
     def _find_pipeline(self, req: ActionRequest, *, since: float) -> int | None:
-        """The pipeline an earlier run created for ``req`` (by its variables), if any."""
-        for p in self.client.latest_pipelines(req.project_id, req.ref, limit=20):
+        """The pipeline an earlier run created for ``req`` but did not record, if any.
+
+        Candidates are the bot user's own ``api`` pipelines on the ref, created since the
+        intent began, that no other intent claims in the state store and that hold the
+        template's jobs.  Pipeline variables are not read (that needs Maintainer, or being
+        the triggerer, G ``app/policies/ci/pipeline_policy.rb``): a Developer token works.
+        The oldest unclaimed candidate is taken (one resize per job name and ref is in flight
+        at a time, see ``Poller._copy_pending``).
+        """
+        owned = (self.store.get_watermark(PIPELINES_SCOPE) or {}).get("pipelines", {})
+        key = f"{req.key}:pipeline"
+        mine = [int(pid) for pid, k in owned.items() if k == key]
+        if mine:
+            return min(mine)  # recorded before a crash that came before the intent was completed
+        username = self._bot_username()
+        if username is None:
+            return None
+        found: int | None = None
+        for p in self.client.latest_pipelines(req.project_id, req.ref, source="api", limit=20, username=username):
             created = parse_time(p.get("created_at"))
             if created is not None and created.timestamp() < since - 120:
                 break
-            if p.get("source") not in (None, "api"):
-                continue
-            variables = self.client.pipeline_variables(req.project_id, int(p["id"]))
-            if variables.get("RETRY_BOT_FAILED_JOB_ID") == str(req.job_id) and CONFIG_VARIABLE in variables \
-                    and variables.get(ORIGIN_VARIABLE) == str(req.origin_job_id):
-                return int(p["id"])
-        return None
+            pid = int(p["id"])
+            if owned.get(str(pid), key) != key:
+                continue  # another intent's pipeline
+            names = {j.get("name") for j in self.client.pipeline_jobs(req.project_id, pid)} | {
+                b.get("name") for b in self.client.pipeline_bridges(req.project_id, pid)}
+            if TEMPLATE_BRIDGE in names or "retry-bot:generate" in names:
+                found = pid  # keep going: the oldest unclaimed one is ours
+        return found
 
     def _find_manual_copy(self, req: ActionRequest, pipeline_id: int) -> Mapping[str, Any] | str:
         """The manual copy in the child pipeline, or why it is not there (yet)."""

@@ -10,7 +10,7 @@ import sys
 #: Sub-command modules under retry_bot.commands, in help order.
 COMMAND_MODULES = (
     "classify", "policy", "run", "history", "demo", "ingest", "predict", "simulate",
-    "report", "serve", "state",
+    "report", "serve", "state", "doctor",
 )
 
 

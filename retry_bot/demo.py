@@ -51,6 +51,14 @@ TIMELINE_WIDTH = 120
 log = get_logger("retry_bot.demo")
 
 TOKEN = "glpat-demo-" + "0" * 12
+#: The stand-in's Maintainer (who pushes); the bot has its own Developer token.
+ADMIN_TOKEN = "glpat-demo-admin-" + "0" * 6
+#: ``main`` is protected as GitLab protects a default branch, except that Developers may merge:
+#: a Developer bot may then retry, play and create pipelines on it (G ``lib/gitlab/user_access.rb``).
+PROTECTED_MAIN = {"main": {"push": "maintainer", "merge": "developer"}}
+#: A script that needs the job's own ``$`` expansion at run time (and survives the resize unchanged).
+DOLLAR_LINES = ('mkdir -p "$OUT_DIR" && echo "job ${CI_JOB_NAME} (pid $$) in $OUT_DIR" > "${OUT_DIR}/info"',
+                'test "$(cat "$OUT_DIR/info" | cut -d" " -f2)" = "$CI_JOB_NAME"')
 KEY_ID = "demo"
 #: Where projects keep the template (``include: local``), and its copy inside the package.
 TEMPLATE_PATH = "packaging/gitlab-ci/retry-bot.yml"
@@ -133,7 +141,8 @@ def project_ci_yaml(marker_dir: Path) -> str:
             "include:\n"
             f"  - local: {TEMPLATE_PATH}   # (1)\n\n"
             "stages: [build, test]\n\n"
-            + job("build", ("echo compiling big.cpp", BIG_BUILD), "  variables:\n    KUBERNETES_MEMORY_LIMIT: 128Mi\n")
+            + job("build", ("echo compiling big.cpp", *DOLLAR_LINES, BIG_BUILD),
+                  "  variables:\n    KUBERNETES_MEMORY_LIMIT: 128Mi\n    OUT_DIR: out\n")
             + job("compile", COMPILE_SCRIPT)
             + job("fetch", fetch))
 
@@ -259,13 +268,18 @@ def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = Fa
     cgroup_parent = f"retry-bot-demo-{os.getpid()}"
     wrapper_cfg = _wrapper_config(tmp, cgroup_parent, backend)
     tl = _Timeline(out, live)
-    standin = StandIn(token=TOKEN)
+    # Jobs are processed asynchronously, as GitLab does (a copy is ``created`` before it is ``manual``).
+    standin = StandIn(token=ADMIN_TOKEN, username="demo-admin", processing_delay=0.3)
     bot: Bot | None = None
     result = DemoResult(ok=False)
     try:
         url = standin.start()
         tl.add("gitlab", f"stand-in listening on {url}")
-        standin.add_project("demo/app", project_ci_yaml(tmp), files={TEMPLATE_PATH: template_text()})
+        standin.add_project("demo/app", project_ci_yaml(tmp), files={TEMPLATE_PATH: template_text()},
+                            protected_branches=PROTECTED_MAIN)
+        standin.add_token(TOKEN, "retry-bot", role="developer")
+        tl.add("gitlab", "main is protected (Maintainers push, Developers + Maintainers merge); the bot's token "
+                         "is a Developer's")
         names: dict[int, str] = {}
 
         def on_job(job: Any) -> None:

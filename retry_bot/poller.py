@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 from retry_bot.actions import ActionRequest, ActionRunner
 from retry_bot.classify import classify, extract_verified_record, facts_from_job_json
 from retry_bot.decide import ClassUsage, Decision, LineageAttempt, decide
-from retry_bot.gitlab.client import GitLabApiError, GitLabClient, NotFound, parse_time
+from retry_bot.gitlab.client import GitLabApiError, GitLabClient, GraphQLSchemaError, NotFound, parse_time
 from retry_bot.gitlab.jobdef import (GeneratedPipelineSource, JobDefinition, JobDefinitionError,
                                      fetch_job_definition)
 from retry_bot.gitlab.recreate import ChildPipelineSpec, build_child_config, parse_gitlab_duration, pipeline_variables
@@ -318,6 +318,13 @@ class Poller:
             log.warning("graphql_job_not_found", job_url=job.get("web_url"), job_id=jid,
                         note="deciding without exitCode/retried (does the token see the project in GraphQL?)")
             details = {}
+        except GraphQLSchemaError as exc:
+            # Not transient: the same query fails on every cycle.  Decide from REST alone
+            # (no exit code) rather than leaving the job undecided forever.
+            log.error("graphql_schema_mismatch", job_url=job.get("web_url"), job_id=jid, error=str(exc),
+                      note="deciding without exitCode/retried/manualJob; run `retry-bot doctor` to see which "
+                           "GitLab versions the bot supports")
+            details = {}
         if details.get("manualJob") and self.store.origin_of(jid) == jid and self._copy_pending(proj.id, job):
             # Most likely the copy of a resize whose last step (the play's answer) is still open:
             # it joins its lineage when that intent completes; judging it now would start a
@@ -562,14 +569,18 @@ class Poller:
         if decision.action.value == "retry":
             return ActionRequest(kind="retry", **base)
         variables = {str(k): str(v) for k, v in decision.variables.items()}
-        is_copy = origin != facts.job_id and bool(details.get("manualJob"))
-        if is_copy:
-            # A bot-created manual job that already ran: GraphQL jobRetry with variables
-            # (the new job starts at once).  Tags cannot change this way; a class change
+        if details.get("manualJob") and self.client.features().job_retry:
+            # A manual job that already ran -- a bot-created copy, or a job that is itself
+            # ``when: manual`` -- is retried in place with GraphQL jobRetry(variables:): the
+            # variables apply to manual (``action?``) jobs, a failed one included, and the new
+            # job starts at once (G CloneJobService#add_job_variables_attributes!; mechanics
+            # §11.2).  No child pipeline.  Tags cannot change this way; a class change
             # re-creates from the definition instead.
             # Nor can it change ``timeout:``: a timeout resize re-creates too.
             prev = next((a for a in lineage if a.job_id == facts.job_id), None)
-            if decision.timeout_seconds is None and (prev is None or decision.runner_class in (None, prev.runner_class)):
+            same_class = (prev is None or decision.runner_class in (None, prev.runner_class)
+                          or sorted(decision.tags) == sorted(str(t) for t in job.get("tag_list") or ()))
+            if decision.timeout_seconds is None and same_class:
                 return ActionRequest(kind="job_retry", variables=variables, **base)
         defn = defn or self._definition(proj, job, facts)
         spec = ChildPipelineSpec(origin_job_id=origin, origin_pipeline_id=facts.pipeline_id,
@@ -581,9 +592,20 @@ class Poller:
                              **base)
 
     def _definition(self, proj: _Project, job: Mapping[str, Any], facts: JobFacts) -> JobDefinition:
+        # The original pipeline's predefined variables the rules most often test, so the copy
+        # keeps the rules:variables / workflow:rules:variables that applied to the job.
+        ref = facts.ref or ""
+        scope = {"CI_PIPELINE_SOURCE": facts.pipeline_source or "push", "CI_COMMIT_REF_NAME": ref,
+                 "CI_COMMIT_SHA": facts.sha or "", "CI_JOB_NAME": facts.name, "CI_PROJECT_PATH": proj.path}
+        if facts.protected is not None:
+            scope["CI_COMMIT_REF_PROTECTED"] = "true" if facts.protected else "false"
+        if job.get("tag"):
+            scope["CI_COMMIT_TAG"] = ref
+        elif ref:
+            scope["CI_COMMIT_BRANCH"] = ref
         return fetch_job_definition(self.client, proj.id, job, pipeline_source=facts.pipeline_source,
                                     generated=self.settings.generated,
-                                    parent_pipeline_id=self._parent_pipeline(proj, facts))
+                                    parent_pipeline_id=self._parent_pipeline(proj, facts), rule_scope=scope)
 
     def _parent_pipeline(self, proj: _Project, facts: JobFacts) -> int | None:
         """The parent of a child pipeline: the newest pipeline on the ref whose bridge triggered it."""

@@ -56,7 +56,10 @@ __all__ = [
     "AmbiguousWrite",
     "WriteRejected",
     "NotFound",
+    "GraphQLSchemaError",
+    "GitLabFeatures",
     "parse_time",
+    "MIN_SUPPORTED_VERSION",
 ]
 
 log = get_logger("retry_bot.gitlab")
@@ -79,6 +82,14 @@ class GitLabApiError(RuntimeError):
 
 class NotFound(GitLabApiError):
     """404: the object does not exist (or the token may not see it)."""
+
+
+class GraphQLSchemaError(GitLabApiError):
+    """GitLab refused a GraphQL document as invalid for its schema (HTTP 200, ``errors``, no ``data``).
+
+    Never transient: the same document fails the same way on every attempt
+    (gitlab-mechanics §11.3), so it is neither retried nor "tried again next cycle".
+    """
 
 
 class WriteRejected(GitLabApiError):
@@ -144,6 +155,63 @@ def _endpoint_of(path: str) -> str:
             parts.append(seg)
         prev = seg
     return "/".join(parts) or "/"
+
+
+# --------------------------------------------------------------------------- versions
+
+#: Oldest GitLab the bot supports; older ones are refused by ``retry-bot doctor`` and degrade in the bot.
+MIN_SUPPORTED_VERSION = (16, 0)
+
+
+@dataclass(frozen=True)
+class GitLabFeatures:
+    """What the GitLab the bot talks to can do, from its version (``GET /version``).
+
+    * ``exit_code``: ``CiJob.exitCode`` exists from 16.10;
+    * ``job_retry``: ``jobRetry(input: {id: CiProcessableID!, variables:})`` from 16.4
+      (MR 130222; before, ``CiBuildID``): below it the bot uses REST retry and play only.
+
+    ``CiJob.pipeline`` became a ``PipelineInterface`` after 18.0; the bot's query uses
+    ``... on Pipeline { source }``, valid on every version, so it needs no flag.
+    """
+
+    version: str = ""
+    exit_code: bool = True
+    job_retry: bool = True
+
+    @classmethod
+    def from_version(cls, version: str) -> "GitLabFeatures":
+        v = parse_version(version)
+        if v is None:  # unknown: assume a current GitLab (a wrong guess shows as a GraphQL error)
+            return cls(version=version)
+        return cls(version=version, exit_code=v >= (16, 10), job_retry=v >= (16, 4))
+
+    @property
+    def supported(self) -> bool:
+        v = parse_version(self.version)
+        return v is None or v >= MIN_SUPPORTED_VERSION
+
+    def missing(self) -> list[str]:
+        """What this GitLab lacks, one clear sentence each."""
+        out = []
+        if not self.supported:
+            out.append(f"GitLab {self.version} is older than {'.'.join(map(str, MIN_SUPPORTED_VERSION))}, "
+                       "the oldest version the retry bot supports")
+        if not self.exit_code:
+            out.append(f"GitLab {self.version} has no CiJob.exitCode (16.10+): OOM kills are recognised from the "
+                       "signed usage record and the log only")
+        if not self.job_retry:
+            out.append(f"GitLab {self.version} has no jobRetry(id: CiProcessableID) (16.4+): the bot uses REST retry "
+                       "and play only, so a failed manual job or a copy is re-created through a child pipeline")
+        return out
+
+
+def parse_version(version: str | None) -> tuple[int, int] | None:
+    """``"17.11.2-ee"`` -> ``(17, 11)``; ``None`` when unreadable."""
+    import re as _re
+
+    m = _re.match(r"^\s*v?(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 # --------------------------------------------------------------------------- settings
@@ -402,6 +470,35 @@ class GitLabClient:
     def _project_path(self, project: int | str) -> str:
         return f"/projects/{quote(str(project), safe='')}"
 
+    def version(self) -> str:
+        """``GET /version`` (any authenticated token): ``"17.11.2-ee"``."""
+        res = self._call("GitLab version", lambda: self.gl.http_get("/version"), endpoint="/version")
+        return str((res or {}).get("version", "")) if isinstance(res, Mapping) else ""
+
+    def features(self) -> GitLabFeatures:
+        """What this GitLab supports (read once per client; a failed read assumes a current GitLab)."""
+        cached = getattr(self, "_features", None)
+        if cached is not None:
+            return cached
+        if self._clock() < getattr(self, "_features_retry_at", 0.0):
+            return GitLabFeatures()
+        try:
+            feats = GitLabFeatures.from_version(self.version())
+        except GitLabApiError as exc:
+            # Not asked again for 5 minutes: one failed read must not double every later call.
+            self._features_retry_at = self._clock() + 300.0
+            log.warning("gitlab_version_unknown", error=str(exc), note="assuming a current GitLab")
+            return GitLabFeatures()
+        for problem in feats.missing():
+            log.warning("gitlab_feature_missing", version=feats.version, problem=problem)
+        self._features: GitLabFeatures | None = feats
+        return feats
+
+    def current_user(self) -> dict[str, Any]:
+        """``GET /user``: the token's user (``username`` finds the bot's own pipelines)."""
+        res = self._call("current user", lambda: self.gl.http_get("/user"), endpoint="/user")
+        return dict(res) if isinstance(res, Mapping) else {}
+
     def get_project(self, project: int | str) -> dict[str, Any]:
         """``GET /projects/:id`` (id or full path)."""
         path = self._project_path(project)
@@ -483,12 +580,14 @@ class GitLabClient:
         return self._call(f"get pipeline {pipeline_id}", lambda: self.gl.http_get(path), endpoint=path)
 
     def latest_pipelines(self, project: int | str, ref: str, *, source: str | None = None,
-                         limit: int = 20) -> list[dict[str, Any]]:
-        """The newest pipelines on ``ref`` (id desc), one page."""
+                         limit: int = 20, username: str | None = None) -> list[dict[str, Any]]:
+        """The newest pipelines on ``ref`` (id desc), one page; ``username``: only that user's."""
         path = f"{self._project_path(project)}/pipelines"
         query: dict[str, Any] = {"ref": ref, "order_by": "id", "sort": "desc", "per_page": limit}
         if source:
             query["source"] = source
+        if username:
+            query["username"] = username
         rows = self._call(f"list pipelines on {ref}",
                           lambda: self.gl.http_get(path, query_data=query), endpoint=path)
         return list(rows) if isinstance(rows, list) else []
@@ -536,9 +635,13 @@ class GitLabClient:
         return list(self._keyset(f"bridges of pipeline {pipeline_id}", path, {"per_page": 100}))
 
     def merged_ci_yaml(self, project: int | str, sha: str) -> str:
-        """The pipeline's merged CI configuration at ``sha`` (``GET .../ci/lint``)."""
+        """The pipeline's merged CI configuration at ``sha`` (``GET .../ci/lint?content_ref=``).
+
+        The answer always carries ``merged_yaml`` (G ``lib/api/lint.rb``: the GET has no
+        ``include_merged_yaml`` parameter; only the retired ``POST /ci/lint`` had one).
+        """
         path = f"{self._project_path(project)}/ci/lint"
-        query = {"content_ref": sha, "include_merged_yaml": True}
+        query = {"content_ref": sha}
         res = self._call(f"ci lint at {sha[:12]}", lambda: self.gl.http_get(path, query_data=query), endpoint=path)
         if not isinstance(res, Mapping):
             raise GitLabApiError("ci lint answer is not an object", what="ci lint")
@@ -557,19 +660,24 @@ class GitLabClient:
 
     # ---------------------------------------------------------------- GraphQL
 
+    # ``CiJob.pipeline`` is a ``PipelineInterface`` on current GitLab (``source`` is only on
+    # ``Pipeline``): the inline fragment is valid whether the field is the interface or the type.
     JOB_QUERY = """
     query($path: ID!, $id: JobID!) {
       project(fullPath: $path) {
         job(id: $id) { id status exitCode retried retryable playable manualJob
-                       failureMessage pipeline { id source } }
+                       failureMessage pipeline { id ... on Pipeline { source } } }
       }
     }
     """
+    #: The same without ``exitCode``, for GitLab before 16.10.
+    JOB_QUERY_NO_EXIT_CODE = JOB_QUERY.replace(" exitCode", "")
 
     def job_details(self, project_path: str, job_id: int) -> dict[str, Any]:
         """GraphQL ``CiJob`` fields REST lacks: ``exitCode``, ``retried``, ``manualJob``..."""
         variables = {"path": project_path, "id": f"gid://gitlab/Ci::Build/{int(job_id)}"}
-        res = self._gql(f"graphql job {job_id}", self.JOB_QUERY, variables, write=False)
+        query = self.JOB_QUERY if self.features().exit_code else self.JOB_QUERY_NO_EXIT_CODE
+        res = self._gql(f"graphql job {job_id}", query, variables, write=False)
         job = ((res or {}).get("project") or {}).get("job")
         if job is None:
             raise NotFound(f"job {job_id} not found in {project_path}", what="graphql job")
@@ -582,7 +690,10 @@ class GitLabClient:
     """
 
     def job_retry_with_variables(self, job_id: int, variables: Mapping[str, str]) -> dict[str, Any]:
-        """GraphQL ``jobRetry(variables:)`` on a manual job (the new job starts at once)."""
+        """GraphQL ``jobRetry(variables:)`` on a manual job (the new job starts at once).
+
+        Needs GitLab 16.4+ (:attr:`GitLabFeatures.job_retry`); callers check first.
+        """
         gvars = {"id": f"gid://gitlab/Ci::Build/{int(job_id)}",
                  "variables": [{"key": k, "value": str(v)} for k, v in variables.items()]}
         res = self._gql(f"graphql jobRetry {job_id}", self.JOB_RETRY, gvars, write=True)
@@ -611,6 +722,11 @@ class GitLabClient:
                 # GraphQL-level errors: the server answered and did not act (or refused).
                 errs = getattr(exc, "errors", None) or [str(exc)]
                 msgs = [e.get("message", str(e)) if isinstance(e, Mapping) else str(e) for e in errs]
+                if _is_validation_error(exc):
+                    raise GraphQLSchemaError(
+                        "GitLab refused the query as invalid for its GraphQL schema (" + "; ".join(msgs)
+                        + "): this GitLab version is not one the bot supports; run `retry-bot doctor`",
+                        what=what) from exc
                 if write:
                     raise WriteRejected("; ".join(msgs), what=what) from exc
                 raise GitLabApiError("; ".join(msgs), what=what) from exc
@@ -650,6 +766,29 @@ class GitLabClient:
                                           for k, v in variables.items()]}
         return self._call(f"create pipeline on {ref}", lambda: self.gl.http_post(path, post_data=body),
                           write=True, endpoint=path)
+
+
+def _is_validation_error(exc: Any) -> bool:
+    """A static validation error: the document was refused before anything ran.
+
+    GitLab (graphql-ruby) answers it with HTTP 200, ``errors`` and no ``data``; an
+    execution error (a field that failed while resolving) comes with ``data`` and a
+    ``path`` of response keys.  Static errors carry no path, or one that starts with the
+    operation type (``["query", "project", ...]``).
+    """
+    if getattr(exc, "data", None) is not None:
+        return False
+    errs = getattr(exc, "errors", None) or []
+    for e in errs:
+        if not isinstance(e, Mapping):
+            continue
+        path = e.get("path")
+        if not path or (isinstance(path, list) and path and path[0] in ("query", "mutation", "subscription")):
+            return True
+        code = str((e.get("extensions") or {}).get("code", ""))
+        if code in ("undefinedField", "argumentLiteralsIncompatible", "variableMismatch", "undefinedType"):
+            return True
+    return False
 
 
 def _is_refused(exc: BaseException) -> bool:

@@ -138,13 +138,46 @@ def _var_value(v: Any) -> Any:
     return v.get("value", "") if isinstance(v, Mapping) else v
 
 
-def find_job(config_text: str, job_name: str, *, source: str = "merged_yaml") -> JobDefinition:
+def _rule_variables(rules: Any, scope: Mapping[str, str], where: str) -> dict[str, Any]:
+    """The ``variables:`` of the first rule of ``rules`` that matches ``scope`` (GitLab: first match wins).
+
+    ``rules:changes``/``exists`` count as matching (always true for API pipelines, mechanics
+    §11.1); an ``if`` this evaluator cannot read inlines nothing (logged by the caller's reason).
+    """
+    from retry_bot.gitlab.standin.expressions import ExpressionError, evaluate
+
+    if not isinstance(rules, list):
+        return {}
+    for rule in rules:
+        if not isinstance(rule, Mapping):
+            continue
+        cond = rule.get("if")
+        try:
+            hit = True if cond is None else evaluate(str(cond), scope)
+        except ExpressionError:
+            return {}
+        if hit:
+            if rule.get("when") == "never":
+                return {}
+            rv = rule.get("variables")
+            return {str(k): _var_value(v) for k, v in rv.items()} if isinstance(rv, Mapping) else {}
+    return {}
+
+
+def find_job(config_text: str, job_name: str, *, source: str = "merged_yaml",
+             rule_scope: Mapping[str, str] | None = None) -> JobDefinition:
     """Find ``job_name`` in a CI configuration and return its self-contained definition.
 
     Handles ``parallel: N`` instance names (``build 2/4``) and
     ``parallel: matrix`` names (``build: [linux, amd64]``), ``extends``
     (normally already resolved in a merged configuration), ``default:``,
     legacy global keywords and ``inherit:``.
+
+    ``rule_scope`` (the original pipeline's predefined variables: source, ref...)
+    selects the ``rules:`` entry and the ``workflow:rules`` entry that applied to the
+    job; their ``variables:`` are inlined, because the copy has no ``rules`` (a copy
+    that dropped them would lose those variables).  Precedence as in GitLab: global <
+    workflow rule < job < job rule variables.
 
     Raises:
         JobDefinitionError: the configuration has no such job, or is malformed.
@@ -199,9 +232,16 @@ def find_job(config_text: str, job_name: str, *, source: str = "merged_yaml") ->
     for k, v in gvars.items():
         if inh_vars is True or (isinstance(inh_vars, list) and k in inh_vars):
             variables[str(k)] = _var_value(v)
+    if rule_scope is not None:
+        wf = doc.get("workflow") if isinstance(doc.get("workflow"), Mapping) else {}
+        scope = {**{k: str(_var_value(v)) for k, v in variables.items()}, **rule_scope}
+        variables.update(_rule_variables(wf.get("rules"), scope, "workflow:rules"))
     jvars = body.get("variables") if isinstance(body.get("variables"), Mapping) else {}
     for k, v in jvars.items():
         variables[str(k)] = v
+    if rule_scope is not None:
+        scope = {**{k: str(_var_value(v)) for k, v in variables.items()}, **rule_scope}
+        variables.update(_rule_variables(body.get("rules"), scope, f"job {job_name!r} rules"))
     return JobDefinition(name=job_name, base_name=base, body=body, variables=variables,
                          instance_variables=instance, source=source)
 
@@ -216,7 +256,8 @@ def _matches(name: str, pattern: str) -> bool:
 def fetch_job_definition(client: Any, project: int | str, job: Mapping[str, Any], *,
                          pipeline_source: str | None = None,
                          generated: Sequence[GeneratedPipelineSource] = (),
-                         parent_pipeline_id: int | None = None) -> JobDefinition:
+                         parent_pipeline_id: int | None = None,
+                         rule_scope: Mapping[str, str] | None = None) -> JobDefinition:
     """Fetch and extract the definition of the failed ``job`` (REST job JSON).
 
     For a child pipeline (``pipeline_source == "parent_pipeline"``) with a
@@ -237,7 +278,7 @@ def fetch_job_definition(client: Any, project: int | str, job: Mapping[str, Any]
                 try:
                     raw = client.job_artifact(project, int(gen["id"]), src.artifact_path)
                     return find_job(raw.decode("utf-8", "replace"), name,
-                                    source=f"artifact {src.artifact_path} of job {gen['id']}")
+                                    source=f"artifact {src.artifact_path} of job {gen['id']}", rule_scope=rule_scope)
                 except JobDefinitionError as exc:
                     errors.append(str(exc))
                 except Exception as exc:  # noqa: BLE001 - report and try the next source
@@ -246,7 +287,7 @@ def fetch_job_definition(client: Any, project: int | str, job: Mapping[str, Any]
         raise JobDefinitionError(f"job {name!r}: its pipeline has no SHA")
     try:
         merged = client.merged_ci_yaml(project, sha)
-        return find_job(merged, name, source=f"merged CI configuration at {str(sha)[:12]}")
+        return find_job(merged, name, source=f"merged CI configuration at {str(sha)[:12]}", rule_scope=rule_scope)
     except JobDefinitionError as exc:
         errors.append(str(exc))
     raise JobDefinitionError("; ".join(errors))

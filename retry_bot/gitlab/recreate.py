@@ -15,6 +15,7 @@ This module is pure: :func:`build_child_config` maps a
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ __all__ = [
     "REMOVED_KEYWORDS",
     "format_gitlab_duration",
     "parse_gitlab_duration",
+    "encode_config",
+    "decode_config",
 ]
 
 #: Pipeline and job variable naming the job a lineage started from.
@@ -49,8 +52,25 @@ REMOVED_KEYWORDS = (
     "manual_confirmation",
 )
 
-#: Largest child configuration we put into a pipeline variable.
-MAX_CONFIG_BYTES = 60_000
+#: Largest child configuration we put into a pipeline variable (before base64).
+MAX_CONFIG_BYTES = 45_000
+
+
+def encode_config(text: str) -> str:
+    """The child configuration as it travels in ``RETRY_BOT_CHILD_CONFIG``: base64 (RFC 4648).
+
+    The runner expands every non-raw variable with Go's ``os.Expand`` (R
+    ``common/variables.go``, ``JobVariables.Expand``; ``POST /pipeline`` has no ``raw``
+    flag, G ``lib/api/ci/helpers/pipelines_helpers.rb``): ``$NAME`` and ``${NAME}`` are
+    substituted (``$CI_JOB_TOKEN`` included), ``$$`` becomes ``$`` and ``$?`` vanishes.
+    The base64 alphabet has no ``$``, so the template's ``base64 -d`` gets the exact bytes.
+    """
+    return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def decode_config(value: str) -> str:
+    """Inverse of :func:`encode_config` (what the template's ``base64 -d`` does)."""
+    return base64.b64decode(value.encode("ascii"), validate=True).decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -100,6 +120,8 @@ def build_child_config(defn: JobDefinition, spec: ChildPipelineSpec) -> str:
     body["when"] = "manual"
     body["allow_failure"] = False
     body["needs"] = []
+    # A newer pipeline on the ref must not auto-cancel the copy (G cancel_redundant_pipelines_service.rb).
+    body["interruptible"] = False
     if spec.tags:
         body["tags"] = list(spec.tags)
     if spec.timeout_seconds is not None:
@@ -188,12 +210,14 @@ def _needs_names(needs: Any) -> list[str]:
 def pipeline_variables(child_config: str, spec: ChildPipelineSpec) -> dict[str, str]:
     """Variables of the ``POST /projects/:id/pipeline`` call that re-creates the job.
 
-    ``RETRY_BOT_ORIGIN_JOB_ID`` and ``RETRY_BOT_FAILED_JOB_ID`` are how the bot
-    finds this pipeline again after a crash or a timeout (``GET
-    .../pipelines/:id/variables``), before it would ever create another.
+    The configuration travels base64-encoded (:func:`encode_config`): the runner's
+    variable expansion cannot touch it.  ``RETRY_BOT_ORIGIN_JOB_ID`` and
+    ``RETRY_BOT_FAILED_JOB_ID`` are for people reading the pipeline; the bot finds its
+    own pipelines from the ids in its state store, without reading pipeline variables
+    (that needs Maintainer, G ``pipeline_policy.rb``).
     """
     return {
-        CONFIG_VARIABLE: child_config,
+        CONFIG_VARIABLE: encode_config(child_config),
         ORIGIN_VARIABLE: str(spec.origin_job_id),
         "RETRY_BOT_FAILED_JOB_ID": str(spec.failed_job_id),
         "RETRY_BOT_ATTEMPT": str(spec.attempt),

@@ -23,6 +23,7 @@ from retry_bot.actions import ActionSettings
 from retry_bot.config import parse_config
 from retry_bot.daemon import Bot
 from retry_bot.gitlab.standin import StandIn, collect_artifacts
+from retry_bot.gitlab.standin.expand import runner_expand
 from runner_wrapper.quantity import parse_memory
 from runner_wrapper.record import (AppliedLimits, HostInfo, JobIdentity, Usage, UsageRecord, encode_marker)
 
@@ -145,16 +146,19 @@ def always_ok(payload: Mapping[str, Any], v: dict[str, str]) -> dict:
 class Farm:
     """The stand-in plus a runner whose builds follow ``behaviours`` (by job name)."""
 
-    def __init__(self, behaviours: dict[str, Callable[..., dict]], *, runner_tags=("small", "medium", "large")):
+    def __init__(self, behaviours: dict[str, Callable[..., dict]], *, runner_tags=("small", "medium", "large"),
+                 processing_delay: float = 0.15, **standin_kw: Any):
         self.behaviours = behaviours
-        self.standin = StandIn(token=TOKEN)
+        # Jobs leave ``created`` only after ``processing_delay`` (GitLab processes pipelines in a worker).
+        self.standin = StandIn(token=TOKEN, processing_delay=processing_delay, **standin_kw)
         self.url = self.standin.start()
         self.runs: list[tuple[int, str, dict[str, str]]] = []
         self.runner = self.standin.attach_runner(self.execute, tags=runner_tags, poll_interval=0.02)
 
     def execute(self, payload: dict[str, Any]) -> dict:
         name = payload["job_info"]["name"]
-        v = {x["key"]: x["value"] for x in payload["variables"]}
+        # What the job sees: the runner's expansion of every non-raw variable (R JobVariables.Expand).
+        v = runner_expand(payload["variables"])
         self.runs.append((int(payload["id"]), name, v))
         if name == "retry-bot:generate" or self.behaviours.get(name) == "bash":
             with tempfile.TemporaryDirectory() as wd:

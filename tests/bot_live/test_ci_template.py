@@ -26,11 +26,16 @@ def test_template_turns_the_variable_into_a_child_pipeline():
     for job in (gen, child):
         assert job["rules"] == [{"if": f"${CONFIG_VARIABLE}"}]
     path = gen["artifacts"]["paths"][0]
-    assert f'"${CONFIG_VARIABLE}" > {path}' in " ".join(gen["script"])
+    assert f'"${CONFIG_VARIABLE}" | base64 -d > {path}' in " ".join(gen["script"])   # expansion-proof
     inc = child["trigger"]["include"]
     assert inc == [{"artifact": path, "job": "retry-bot:generate"}]     # one artifact include, no local: mix
     assert child["trigger"]["strategy"] == "depend"
-    assert "forward" not in child["trigger"]                          # pipeline variables stay in the parent
+    # the child gets neither the project's YAML variables nor the pipeline variables
+    assert child["trigger"]["forward"] == {"yaml_variables": False, "pipeline_variables": False}
+    assert child["stage"] not in (".pre", ".post")                    # GitLab refuses all-.pre/.post pipelines
+    for job in (gen, child):
+        assert job["inherit"] == {"default": False, "variables": False}
+    assert gen["interruptible"] is False
 
 
 def test_example_includes_the_template_and_guards_every_job():

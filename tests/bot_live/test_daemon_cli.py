@@ -58,7 +58,9 @@ def test_metrics_and_healthz_and_history(farm, tmp_path, capsys):
     bot = make_bot(farm, tmp_path, ["grp/d"], extra='[http]\nlisten = "127.0.0.1:0"\n')
     try:
         base = bot.start_http()
-        assert cycle_until(bot, lambda: any(j.status == "success" for j in farm.standin.jobs("grp/d")))
+        # the copy succeeding (the template's generate job succeeds earlier, while the copy is still created)
+        assert cycle_until(bot, lambda: any(j.status == "success" and j.name == "build"
+                                            for j in farm.standin.jobs("grp/d")))
         bot.once()
         metrics = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
         assert 'retry_bot_jobs_classified_total{category="oom",family="oom"} 1.0' in metrics

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import glob
 import io
 import os
@@ -75,3 +76,13 @@ def test_the_demo_project_includes_the_template_and_references_its_skip_rule():
         assert sorted(j.name for j in s.jobs(pipeline_id=push.id)) == ["build", "compile", "fetch"]
         bot = s.create_pipeline("demo/app", source="api", variables={"RETRY_BOT_CHILD_CONFIG": "{}"})
         assert sorted(j.name for j in s.jobs(pipeline_id=bot.id)) == ["retry-bot:child", "retry-bot:generate"]
+
+
+def test_the_demo_runs_on_a_protected_main_with_a_developer_bot_and_a_dollar_script(tmp_path):
+    from retry_bot import demo
+
+    assert demo.PROTECTED_MAIN["main"] == {"push": "maintainer", "merge": "developer"}
+    text = demo.project_ci_yaml(tmp_path)
+    for line in demo.DOLLAR_LINES:
+        assert json.dumps(line) in text
+    assert "$OUT_DIR" in text and "${CI_JOB_NAME}" in text and "$$" in text and "$(cat" in text

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from retry_bot.gitlab.jobdef import JobDefinitionError, find_job
-from retry_bot.gitlab.recreate import (CONFIG_VARIABLE, ORIGIN_VARIABLE, ChildPipelineSpec, build_child_config,
+from retry_bot.gitlab.recreate import (CONFIG_VARIABLE, decode_config, ORIGIN_VARIABLE, ChildPipelineSpec, build_child_config,
                                        pipeline_variables)
 
 MERGED = """
@@ -91,4 +91,4 @@ def test_parallel_copy_pins_its_instance():
 
 def test_pipeline_variables_carry_the_origin():
     pv = pipeline_variables("{}", SPEC)
-    assert pv[CONFIG_VARIABLE] == "{}" and pv[ORIGIN_VARIABLE] == "11" and pv["RETRY_BOT_FAILED_JOB_ID"] == "12"
+    assert decode_config(pv[CONFIG_VARIABLE]) == "{}" and pv[ORIGIN_VARIABLE] == "11" and pv["RETRY_BOT_FAILED_JOB_ID"] == "12"

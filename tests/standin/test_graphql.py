@@ -20,7 +20,7 @@ query($path: ID!, $id: JobID!) {
       id name status exitCode retried retryable playable manualJob failureMessage kind
       stage { name }
       manualVariables { nodes { key value } }
-      pipeline { id iid status source }
+      pipeline { id iid ... on Pipeline { status source } }
     }
   }
 }

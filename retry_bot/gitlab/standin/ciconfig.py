@@ -78,6 +78,8 @@ class JobSpec:
     trigger: Mapping[str, Any] | None = None
     retry: Mapping[str, Any] | None = None
     allow_failure_exit_codes: tuple[int, ...] = ()
+    #: ``interruptible:`` (a newer pipeline on the ref may auto-cancel it), after ``default:``/``inherit:``.
+    interruptible: bool = False
 
     @property
     def is_bridge(self) -> bool:
@@ -322,6 +324,10 @@ def plan_pipeline(config: Mapping[str, Any] | str, variables: Mapping[str, str],
     default = data.get("default") or {}
     if not isinstance(default, Mapping):
         raise CiConfigError("'default' must be a mapping")
+    # Legacy top-level keywords act as defaults too (G lib/gitlab/ci/config/entry/root.rb);
+    # ``default:`` wins over them.
+    legacy = {k: data[k] for k in ("image", "services", "before_script", "after_script", "cache") if k in data}
+    default = {**legacy, **default}
     jobs: list[JobSpec] = []
     for name, node in data.items():
         if name in _GLOBAL_KEYWORDS or name.startswith(".") or not isinstance(node, Mapping):
@@ -330,13 +336,32 @@ def plan_pipeline(config: Mapping[str, Any] | str, variables: Mapping[str, str],
         for key in _UNSUPPORTED_JOB_KEYS:
             if key in node:
                 raise CiConfigError(f"{where}: '{key}' is not supported by the stand-in")
-        node = {**{k: default[k] for k in _DEFAULT_KEYS if k in default}, **node}
+        # ``inherit:`` (G lib/gitlab/ci/config/entry/inherit/default.rb, .../variables.rb): ``default:
+        # false`` (or a list of the keys to take) and ``variables: false`` (or a list of names).
+        inherit = node.get("inherit") or {}
+        if not isinstance(inherit, Mapping):
+            raise CiConfigError(f"{where}: 'inherit' must be a mapping")
+        inh_default = inherit.get("default", True)
+        inh_vars = inherit.get("variables", True)
+        for key, value in (("default", inh_default), ("variables", inh_vars)):
+            if not isinstance(value, (bool, list)):
+                raise CiConfigError(f"{where}: 'inherit:{key}' must be a boolean or a list")
+        if "trigger" in node:
+            # A bridge takes only the default keys it supports (G lib/gitlab/ci/config/entry/bridge.rb
+            # has no image/script/tags...); ``interruptible`` is not one of them either.
+            taken: dict[str, Any] = {}
+        else:
+            taken = {k: default[k] for k in _DEFAULT_KEYS if k in default
+                     and (inh_default is True or (isinstance(inh_default, list) and k in inh_default))}
+        node = {**taken, **node}
         if "script" not in node and "trigger" not in node:
             raise CiConfigError(f"{where}: needs a 'script' or a 'trigger'")
         stage = str(node.get("stage", "test"))
         if stage not in stages:
             raise CiConfigError(f"{where}: chosen stage {stage!r} does not exist; available stages are {', '.join(stages)}")
-        job_vars = global_vars + list(workflow_vars) + _variables_of(node.get("variables"), where)
+        inherited_vars = [(k, v) for k, v in global_vars
+                          if inh_vars is True or (isinstance(inh_vars, list) and k in inh_vars)]
+        job_vars = inherited_vars + list(workflow_vars) + _variables_of(node.get("variables"), where)
         when = str(node.get("when", "on_success"))
         allow_failure_node = node.get("allow_failure")
         rule_allow_failure = None
@@ -399,13 +424,17 @@ def plan_pipeline(config: Mapping[str, Any] | str, variables: Mapping[str, str],
             retry=node.get("retry") if isinstance(node.get("retry"), Mapping) else (
                 {"max": int(node["retry"])} if isinstance(node.get("retry"), int) else None),
             allow_failure_exit_codes=exit_codes,
+            interruptible=bool(node.get("interruptible", False)),
         ))
     names = {j.name for j in jobs}
     for job in jobs:
         for need, optional in job.needs or ():
             if need not in names and not optional:
                 raise CiConfigError(f"job {job.name!r}: 'needs' refers to {need!r}, which is not in the pipeline")
-    if not jobs:
+    # G lib/gitlab/ci/pipeline/chain/populate.rb: ``.pre``/``.post`` are left out when deciding
+    # whether the pipeline is empty ("as they alone are not considered a complete pipeline",
+    # issue 198518, since 12.8): a pipeline whose jobs are all in them is not created.
+    if not any(j.stage not in (".pre", ".post") for j in jobs):
         raise PipelineFiltered(
             "Pipeline will not run for the selected trigger. The rules configuration prevented any jobs "
             "from being added to the pipeline.")

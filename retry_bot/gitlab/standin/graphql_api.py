@@ -6,6 +6,24 @@ Type, field and argument names are GitLab's (``app/graphql/types/ci/job_type.rb`
 ``jobRetry(input: {id: CiProcessableID!, variables: [CiVariableInput!]})``,
 ``CiJob.exitCode`` / ``retried`` / ``manualVariables`` ...  Status enums are
 upper-case (``SUCCESS``), ids are global ids (``gid://gitlab/Ci::Build/1000``).
+
+Version profiles (:data:`PROFILES`): the schema differs between GitLab versions
+in ways that break a client (gitlab-mechanics §11.3, the SDL excerpt
+``shared/reference/gitlab-graphql-excerpt.graphql``):
+
+* ``current``: ``CiJob.pipeline`` is a ``PipelineInterface`` (fields ``id iid
+  path project user commit``); ``source``/``status``/``ref`` need ``... on
+  Pipeline`` (G ``app/graphql/types/ci/job_type.rb``, ``pipeline_interface.rb``);
+* ``18.0``: ``CiJob.pipeline: Pipeline`` (the GraphQL reference of 17.10-18.0,
+  G ``doc/api/graphql/reference/_index.md``);
+* ``16.0``, the oldest version the bot supports: no ``CiJob.exitCode`` (added
+  in 16.10) and ``jobRetry`` takes a ``CiBuildID`` (``CiProcessableID`` from
+  16.4, MR 130222).
+
+A stand-in picks its profile from the GitLab version it claims
+(:func:`profile_for_version`); a document that does not validate against the
+profile gets graphql-core's validation error with ``data: null``, as GitLab
+answers a static validation error (HTTP 200, ``errors``).
 """
 
 from __future__ import annotations
@@ -18,13 +36,14 @@ from graphql import GraphQLError, build_schema, graphql_sync
 
 from retry_bot.gitlab.standin.state import GitLabState, Job, Pipeline, Project, StandInError, User, iso
 
-__all__ = ["SCHEMA_SDL", "execute", "job_gid", "FAILURE_MESSAGES"]
+__all__ = ["SCHEMA_SDL", "PROFILES", "profile_for_version", "schema_for", "execute", "job_gid", "FAILURE_MESSAGES"]
 
 SCHEMA_SDL = """
 scalar JobID
 scalar CiProcessableID
 scalar CiPipelineID
 scalar Time
+scalar CiBuildID
 
 enum CiJobStatus { CREATED WAITING_FOR_RESOURCE PREPARING WAITING_FOR_CALLBACK PENDING RUNNING SUCCESS FAILED
   CANCELING CANCELED SKIPPED MANUAL SCHEDULED }
@@ -48,7 +67,7 @@ type CiJob {
   status: CiJobStatus
   stage: CiStage
   kind: CiJobKind!
-  exitCode: Int
+  @EXIT_CODE@
   retried: Boolean
   retryable: Boolean!
   playable: Boolean!
@@ -68,16 +87,22 @@ type CiJob {
   finishedAt: Time
   queuedAt: Time
   duration: Int
-  pipeline: Pipeline
+  pipeline: @PIPELINE_TYPE@
   downstreamPipeline: Pipeline
   runner: CiRunner
 }
 type CiJobEdge { cursor: String! node: CiJob }
 type CiJobConnection { count: Int! nodes: [CiJob] edges: [CiJobEdge] pageInfo: PageInfo! }
 
-type Pipeline {
+type UserCore { id: ID! username: String! }
+type Commit { id: ID! sha: String! }
+interface PipelineInterface { id: ID! iid: String! path: String project: Project user: UserCore commit: Commit }
+
+type Pipeline implements PipelineInterface {
   id: ID!
   iid: String!
+  user: UserCore
+  commit: Commit
   status: PipelineStatusEnum!
   ref: String
   sha: String
@@ -110,19 +135,63 @@ type Project {
 }
 
 input CiVariableInput { key: String! value: String! variableType: CiVariableType }
-input JobRetryInput { clientMutationId: String id: CiProcessableID! variables: [CiVariableInput!] = [] }
+input JobRetryInput { clientMutationId: String id: @RETRY_ID@! variables: [CiVariableInput!] = [] }
 input JobPlayInput { clientMutationId: String id: CiProcessableID! variables: [CiVariableInput!] = [] }
 type JobRetryPayload { clientMutationId: String errors: [String!]! job: CiJob }
 type JobPlayPayload { clientMutationId: String errors: [String!]! job: CiJob }
 
-type Query { project(fullPath: ID!): Project }
+type Query { project(fullPath: ID!): Project currentUser: UserCore }
 type Mutation {
   jobRetry(input: JobRetryInput!): JobRetryPayload
   jobPlay(input: JobPlayInput!): JobPlayPayload
 }
 """
 
-_SCHEMA = build_schema(SCHEMA_SDL)
+#: Profile name -> the substitutions that make its schema (see the module docstring).
+PROFILES: dict[str, dict[str, str]] = {
+    "current": {"@PIPELINE_TYPE@": "PipelineInterface", "@EXIT_CODE@": "exitCode: Int",
+                "@RETRY_ID@": "CiProcessableID"},
+    "18.0": {"@PIPELINE_TYPE@": "Pipeline", "@EXIT_CODE@": "exitCode: Int", "@RETRY_ID@": "CiProcessableID"},
+    "16.0": {"@PIPELINE_TYPE@": "Pipeline", "@EXIT_CODE@": "", "@RETRY_ID@": "CiBuildID"},
+}
+#: The GitLab version each profile stands for (what ``GET /version`` answers).
+PROFILE_VERSIONS = {"current": "18.6.0", "18.0": "18.0.0", "16.0": "16.0.0"}
+
+
+def profile_for_version(version: str) -> str:
+    """The schema profile of a GitLab version (``"17.11.2-ee"`` -> ``"18.0"``).
+
+    ``PipelineInterface`` is taken to arrive after 18.0 (the 17.10-18.0 reference
+    still shows ``Pipeline``; the exact release is a documented gap).
+    """
+    m = re.match(r"^(\d+)\.(\d+)", version or "")
+    if not m:
+        return "current"
+    v = (int(m.group(1)), int(m.group(2)))
+    if v < (16, 10):
+        return "16.0"
+    if v <= (18, 0):
+        return "18.0"
+    return "current"
+
+
+_SCHEMAS: dict[str, Any] = {}
+
+
+def schema_for(profile: str) -> Any:
+    """The graphql-core schema of one profile (built once)."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown GraphQL profile {profile!r}; one of {', '.join(PROFILES)}")
+    if profile not in _SCHEMAS:
+        sdl = SCHEMA_SDL
+        for k, v in PROFILES[profile].items():
+            sdl = sdl.replace(k, v)
+        schema = build_schema(sdl)
+        # Every PipelineInterface the stand-in serves is a Pipeline (GitLab's other implementation,
+        # the CI "pipeline" of a commit status, is not modelled).
+        schema.type_map["PipelineInterface"].resolve_type = lambda value, info, type_: "Pipeline"
+        _SCHEMAS[profile] = schema
+    return _SCHEMAS[profile]
 
 # ``Gitlab::Ci::Status::Build::Failed.reasons`` (the common ones); others fall back to unknown_failure's.
 FAILURE_MESSAGES = {
@@ -225,7 +294,7 @@ class GJob:
             "count": len(j.job_variables),
         } if j.manual else {"nodes": [], "count": 0}
 
-    def pipeline(self, info: Any) -> GPipeline:
+    def pipeline(self, info: Any) -> "GPipeline":
         return GPipeline(self._ctx, self._ctx.state.pipelines[self._job.pipeline_id])
 
     def downstreamPipeline(self, info: Any) -> GPipeline | None:
@@ -252,8 +321,11 @@ class GPipeline:
         self.startedAt, self.finishedAt = iso(pipe.started_at), iso(pipe.finished_at)
         self.path = f"/{proj.full_path}/-/pipelines/{pipe.id}"
         self.active = pipe.status in ("created", "pending", "running", "waiting_for_resource", "preparing")
+        self.commit = {"id": f"gid://gitlab/CommitPresenter/{pipe.sha}", "sha": pipe.sha}
+        owner = ctx.state.users.get(pipe.user_id) if pipe.user_id else None
+        self.user = {"id": f"gid://gitlab/User/{owner.id}", "username": owner.username} if owner else None
 
-    def project(self, info: Any) -> GProject:
+    def project(self, info: Any) -> "GProject":
         return GProject(self._ctx, self._ctx.state.projects[self._pipe.project_id])
 
     def jobs(self, info: Any, statuses: Sequence[str] | None = None, retried: bool | None = None,
@@ -343,6 +415,10 @@ class _Root:
     def __init__(self, ctx: _Ctx) -> None:
         self._ctx = ctx
 
+    def currentUser(self, info: Any) -> dict[str, Any] | None:
+        u = self._ctx.user
+        return {"id": f"gid://gitlab/User/{u.id}", "username": u.username} if u else None
+
     def project(self, info: Any, fullPath: str) -> GProject | None:
         if self._ctx.user is None:
             return None      # all stand-in projects are private: anonymous users see nothing
@@ -358,6 +434,12 @@ class _Root:
         if job is None or ctx.user is None:
             raise GraphQLError("The resource that you are attempting to access does not exist or you don't "
                                "have permission to perform this action")
+        try:
+            # G app/policies/ci/build_policy.rb (protected_ref): no update_build -> authorized_find! fails
+            ctx.state.check_can_update_ref(job, ctx.user)
+        except StandInError:
+            raise GraphQLError("The resource that you are attempting to access does not exist or you don't "
+                               "have permission to perform this action") from None
         variables = [{"key": v["key"], "value": v["value"],
                       "variable_type": (v.get("variableType") or "ENV_VAR").lower()} for v in input.get("variables") or []]
         try:
@@ -385,7 +467,8 @@ def execute(state: GitLabState, user: User | None, query: str, variables: dict[s
     """Run one GraphQL request under the state lock; returns the ``{"data", "errors"}`` body."""
     ctx = _Ctx(state, user)
     with state.lock:
-        result = graphql_sync(_SCHEMA, query, root_value=_Root(ctx), variable_values=variables,
+        state.tick()
+        result = graphql_sync(schema_for(state.graphql_profile), query, root_value=_Root(ctx), variable_values=variables,
                               operation_name=operation_name)
     body: dict[str, Any] = {"data": result.data}
     if result.errors:

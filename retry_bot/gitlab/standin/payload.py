@@ -42,6 +42,11 @@ def payload_variables(state: GitLabState, job_id: int) -> list[dict[str, Any]]:
                         "masked": key == "CI_JOB_TOKEN"})
         for key, value in job.spec.variables:
             out.append({"key": key, "value": value, "public": True, "masked": False})
+        # Project CI/CD variables rank above YAML variables and below pipeline/manual ones
+        # (G doc/ci/variables/index.md, "CI/CD variable precedence").
+        for var in state.projects[pipe.project_id].ci_variables:
+            out.append({"key": var["key"], "value": var["value"], "public": False,
+                        "masked": bool(var.get("masked")), "raw": bool(var.get("raw"))})
         for var in pipe.variables + job.job_variables:
             item = {"key": var["key"], "value": var["value"], "public": False, "masked": False}
             if var.get("variable_type") == "file":

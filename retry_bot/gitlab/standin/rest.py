@@ -31,10 +31,10 @@ from retry_bot.gitlab.standin.state import (
     iso,
 )
 
-__all__ = ["Request", "Response", "dispatch", "json_response", "error_response", "STANDIN_GITLAB_VERSION"]
+__all__ = ["Request", "Response", "dispatch", "json_response", "error_response"]
 
-#: What ``GET /version`` claims: new enough for ``CiJob.exitCode`` (16.10+) and split timeout reasons.
-STANDIN_GITLAB_VERSION = "18.0.0-standin"
+# ``GET /version`` answers ``GitLabState.gitlab_version`` (``StandIn(gitlab_version=...)``), which also
+# picks the GraphQL schema profile (graphql_api.PROFILES).
 
 
 @dataclass
@@ -45,6 +45,7 @@ class Request:
     body: dict[str, Any]
     user: User | None
     state: GitLabState
+    token: str | None = None
 
     def arg(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)
@@ -172,8 +173,16 @@ def get_user(req: Request) -> Response:
     return json_response(200, body)
 
 
+def get_token_self(req: Request) -> Response:
+    """``GET /personal_access_tokens/self`` (G lib/api/personal_access_tokens/self_information_api.rb)."""
+    scopes = req.state.token_scopes.get(req.token or "", ["api"])
+    return json_response(200, {"id": 1, "name": "retry-bot", "revoked": False, "active": True, "scopes": scopes,
+                               "user_id": req.user.id if req.user else None, "expires_at": None})
+
+
 def get_version(req: Request) -> Response:
-    return json_response(200, {"version": STANDIN_GITLAB_VERSION, "revision": "standin", "enterprise": False})
+    return json_response(200, {"version": f"{req.state.gitlab_version}-standin", "revision": "standin",
+                                "enterprise": False})
 
 
 def get_raw_file(req: Request, project: str, file: str) -> Response:
@@ -201,16 +210,52 @@ def get_branch(req: Request, project: str, branch: str) -> Response:
     if sha is None:
         raise NotFound("404 Branch Not Found")
     return json_response(200, {
-        "name": name, "merged": False, "protected": name == proj.default_branch,
-        "default": name == proj.default_branch, "developers_can_push": False, "developers_can_merge": False,
-        "can_push": True, "web_url": f"{req.state.base_url}/{proj.full_path}/-/tree/{name}",
+        "name": name, "merged": False, "protected": name in proj.protected_branches,
+        "default": name == proj.default_branch,
+        "developers_can_push": proj.protected_branches.get(name, {}).get("push", "developer") == "developer",
+        "developers_can_merge": proj.protected_branches.get(name, {}).get("merge", "developer") == "developer",
+        "can_push": req.state.can_update_branch(proj, req.user, name), "web_url": f"{req.state.base_url}/{proj.full_path}/-/tree/{name}",
         "commit": {"id": sha, "short_id": sha[:8], "title": "commit", "message": "commit",
                    "created_at": iso(proj.commit_times.get(sha)), "parent_ids": []},
     })
 
 
 def get_project(req: Request, project: str) -> Response:
-    return json_response(200, entities.project_json(req.state, req.state.project(project)))
+    body = entities.project_json(req.state, req.state.project(project))
+    # G lib/api/entities/project.rb: CI settings are exposed only with ``admin_project`` (Maintainer);
+    # ``permissions`` (the caller's access level) comes with every authenticated GET /projects/:id.
+    if req.user is None or ROLES[req.user.role] < ROLES["maintainer"]:
+        body.pop("ci_pipeline_variables_minimum_override_role", None)
+    body["permissions"] = {"project_access": {"access_level": ROLES[req.user.role] if req.user else 0,
+                                              "notification_level": 3}, "group_access": None}
+    return json_response(200, body)
+
+
+_ACCESS_LEVEL = {"no_one": (0, "No one"), "developer": (30, "Developers + Maintainers"),
+                 "maintainer": (40, "Maintainers"), "owner": (50, "Owners"), "guest": (10, "Guests"),
+                 "reporter": (20, "Reporters")}
+
+
+def list_protected_branches(req: Request, project: str) -> Response:
+    """``GET /projects/:id/protected_branches`` (G lib/api/protected_branches.rb; Developer+ may read)."""
+    _require(req, "developer")
+    proj = req.state.project(project)
+    out = []
+    for i, (name, rule) in enumerate(sorted(proj.protected_branches.items()), start=1):
+        def levels(kind: str) -> list[dict[str, Any]]:
+            level, desc = _ACCESS_LEVEL[rule[kind]]
+            rows = [{"id": i * 10, "access_level": level, "access_level_description": desc, "user_id": None,
+                     "group_id": None}]
+            for u in rule.get("users", ()):
+                user = next((x for x in req.state.users.values() if x.username == u), None)
+                if user is not None:
+                    rows.append({"id": i * 10 + user.id, "access_level": 40, "access_level_description": u,
+                                 "user_id": user.id, "group_id": None})
+            return rows
+        out.append({"id": i, "name": name, "push_access_levels": levels("push"),
+                    "merge_access_levels": levels("merge"), "allow_force_push": False,
+                    "code_owner_approval_required": False})
+    return json_response(200, out)
 
 
 def list_group_projects(req: Request, group: str) -> Response:
@@ -295,6 +340,9 @@ def list_pipelines(req: Request, project: str) -> Response:
         pipes = [p for p in pipes if p.status == req.arg("status")]
     if req.arg("source"):
         pipes = [p for p in pipes if p.source == req.arg("source")]
+    if req.arg("username"):
+        uid = next((u.id for u in req.state.users.values() if u.username == req.arg("username")), -1)
+        pipes = [p for p in pipes if p.user_id == uid]
     if req.arg("updated_after"):
         after = _parse_time(req.arg("updated_after") or "", "updated_after")
         pipes = [p for p in pipes if p.updated_at > after]
@@ -349,6 +397,8 @@ def list_pipeline_bridges(req: Request, project: str, pipeline: str) -> Response
 
 def list_pipeline_variables(req: Request, project: str, pipeline: str) -> Response:
     pipe = req.state.pipeline(int(pipeline), project)
+    if not req.state.can_read_pipeline_variables(pipe, req.user):
+        raise Forbidden("403 Forbidden")
     return json_response(200, [{"key": v["key"], "value": v["value"], "variable_type": v.get("variable_type", "env_var")}
                                for v in pipe.variables])
 
@@ -420,9 +470,11 @@ _P = r"/api/v4/projects/(?P<project>[^/]+)"
 ROUTES: list[tuple[str, re.Pattern[str], Callable[..., Response]]] = [
     ("GET", re.compile(r"^/api/v4/user$"), get_user),
     ("GET", re.compile(r"^/api/v4/version$"), get_version),
+    ("GET", re.compile(r"^/api/v4/personal_access_tokens/self$"), get_token_self),
     ("GET", re.compile(rf"^{_P}/repository/files/(?P<file>[^/]+)/raw$"), get_raw_file),
     ("GET", re.compile(rf"^{_P}/repository/branches/(?P<branch>[^/]+)$"), get_branch),
     ("GET", re.compile(rf"^{_P}$"), get_project),
+    ("GET", re.compile(rf"^{_P}/protected_branches$"), list_protected_branches),
     ("GET", re.compile(r"^/api/v4/groups/(?P<group>[^/]+)/projects$"), list_group_projects),
     ("GET", re.compile(rf"^{_P}/jobs$"), list_jobs),
     ("GET", re.compile(rf"^{_P}/jobs/(?P<job>\d+)$"), get_job),
@@ -446,6 +498,11 @@ def dispatch(req: Request) -> Response:
     """Route a request; GitLab's 401/403/404/405 and error bodies included."""
     if req.user is None:
         return error_response(401, "401 Unauthorized")
+    scopes = req.state.token_scopes.get(req.token or "", ["api"])
+    if req.method != "GET" and "api" not in scopes:
+        # G lib/gitlab/auth/auth_finders.rb: read_api allows GET only
+        return json_response(403, {"error": "insufficient_scope", "error_description": "The request requires "
+                                   "higher privileges than provided by the access token.", "scope": "api"})
     path_matched = False
     for method, regex, handler in ROUTES:
         m = regex.match(req.path)
@@ -457,6 +514,7 @@ def dispatch(req: Request) -> Response:
         groups = {k: unquote(v) for k, v in m.groupdict().items()}
         try:
             with req.state.lock:
+                req.state.tick()
                 return handler(req, **groups)
         except StandInError as exc:
             return error_response(exc.status, exc.message)

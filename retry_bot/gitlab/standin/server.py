@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Sequence, Any, Callable, Iterable, Mapping, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from runner_wrapper.logconfig import get_logger
@@ -175,7 +175,8 @@ class _Handler(BaseHTTPRequestHandler):
             return rest.json_response(404, {"error": "404 Not Found"})
         query = parse_qs(query_string, keep_blank_values=True)
         try:
-            return rest.dispatch(rest.Request(self.command, path, query, body, user, standin.state))
+            return rest.dispatch(rest.Request(self.command, path, query, body, user, standin.state,
+                                              token=self._token()))
         except Exception as exc:  # a stand-in bug must show as a 500, not kill the connection
             log.error("standin.internal_error", path=path, error=repr(exc))
             return rest.error_response(500, "500 Internal Server Error")
@@ -296,12 +297,13 @@ class StandIn:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, token: str = DEFAULT_TOKEN,
                  username: str = "retry-bot", seed: int | None = 0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, gitlab_version: str = "18.6.0",
+                 processing_delay: float = 0.0) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the stand-in only listens on loopback")
         self.host, self.port = host, port
         self.token = token
-        self.state = GitLabState(clock=clock)
+        self.state = GitLabState(clock=clock, gitlab_version=gitlab_version, processing_delay=processing_delay)
         self.user: User = self.state.add_user(username, token, "maintainer")
         self.faults = FaultInjector(seed)
         self._calls: list[Call] = []
@@ -403,13 +405,16 @@ class StandIn:
             self._arrivals.clear()
 
     # ---------------------------------------------------------- control API
-    def add_token(self, token: str, username: str, role: str = "developer") -> User:
-        return self.state.add_user(username, token, role)
+    def add_token(self, token: str, username: str, role: str = "developer",
+                  scopes: Sequence[str] = ("api",)) -> User:
+        return self.state.add_user(username, token, role, scopes)
 
     def add_project(self, path: str, ci_config: Mapping[str, Any] | str, *, default_branch: str = "main",
-                    pipeline_variables_min_role: str = "developer", files: Mapping[str, str] | None = None) -> Project:
+                    pipeline_variables_min_role: str = "developer", files: Mapping[str, str] | None = None,
+                    protected_branches: Mapping[str, Mapping[str, Any]] | None = None) -> Project:
         return self.state.add_project(path, ci_config, default_branch=default_branch,
-                                      pipeline_variables_min_role=pipeline_variables_min_role, files=files)
+                                      pipeline_variables_min_role=pipeline_variables_min_role, files=files,
+                                      protected_branches=protected_branches)
 
     def set_ci_config(self, project: int | str, ci_config: Mapping[str, Any] | str, *, ref: str | None = None,
                       files: Mapping[str, str] | None = None) -> str:

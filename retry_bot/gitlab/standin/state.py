@@ -121,6 +121,13 @@ class Project:
     pipeline_variables_min_role: str = "developer"
     archived: bool = False
     next_iid: int = 1
+    #: Protected branches: name -> {"push": level, "merge": level, "users": [usernames allowed]}; a level
+    #: is a role name or ``"no_one"`` (G app/models/protected_branch.rb, push/merge access levels).
+    protected_branches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Project CI/CD variables (Settings > CI/CD): ``[{key, value, masked, raw}]``.
+    ci_variables: list[dict[str, Any]] = field(default_factory=list)
+    #: ``auto_cancel_pending_pipelines`` (on by default, G app/models/project_ci_cd_setting.rb).
+    auto_cancel_pending_pipelines: bool = True
 
 
 @dataclass
@@ -141,6 +148,8 @@ class Pipeline:
     parent_bridge_id: int | None = None
     stages: tuple[str, ...] = ()
     job_ids: list[int] = field(default_factory=list)
+    #: Jobs stay ``created`` until then: GitLab processes a new pipeline in a worker (PipelineProcessWorker).
+    process_after: float = 0.0
 
 
 @dataclass
@@ -205,12 +214,20 @@ class Job:
 class GitLabState:
     """All projects, pipelines and jobs of one stand-in, behind one lock."""
 
-    def __init__(self, *, base_url: str = "http://127.0.0.1", clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, *, base_url: str = "http://127.0.0.1", clock: Callable[[], float] = time.time,
+                 gitlab_version: str = "18.6.0", processing_delay: float = 0.0) -> None:
         self.lock = threading.RLock()
+        #: Seconds before a new pipeline's jobs leave ``created`` (GitLab's PipelineProcessWorker runs
+        #: asynchronously, G app/workers/ci/initial_pipeline_process_worker.rb); 0 processes at once.
+        self.processing_delay = processing_delay
+        #: What ``GET /version`` claims; it also picks the GraphQL schema profile.
+        self.gitlab_version = gitlab_version
         self.clock = clock
         self.base_url = base_url
         self.users: dict[int, User] = {}
         self.tokens: dict[str, int] = {}
+        #: Scopes of each token (``api`` unless told otherwise).
+        self.token_scopes: dict[str, list[str]] = {}
         self.groups: dict[int, Group] = {}
         self.projects: dict[int, Project] = {}
         self.pipelines: dict[int, Pipeline] = {}
@@ -223,11 +240,20 @@ class GitLabState:
         self._commit_counter = itertools.count(1)
         self.job_listeners: list[Callable[[Job], None]] = []
 
+    @property
+    def graphql_profile(self) -> str:
+        """The GraphQL schema profile of :attr:`gitlab_version` (``graphql_api.PROFILES``)."""
+        from retry_bot.gitlab.standin.graphql_api import profile_for_version
+
+        return profile_for_version(self.gitlab_version)
+
     # ----------------------------------------------------------------- users
-    def add_user(self, username: str, token: str, role: str = "maintainer") -> User:
+    def add_user(self, username: str, token: str, role: str = "maintainer",
+                 scopes: Sequence[str] = ("api",)) -> User:
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
         with self.lock:
+            self.token_scopes[token] = list(scopes)
             user = User(next(self._user_ids), username, username.replace("-", " ").title(), role)
             self.users[user.id] = user
             self.tokens[token] = user.id
@@ -256,10 +282,14 @@ class GitLabState:
         return parent
 
     def add_project(self, path: str, ci_config: Mapping[str, Any] | str, *, default_branch: str = "main",
-                    pipeline_variables_min_role: str = "developer", files: Mapping[str, str] | None = None) -> Project:
+                    pipeline_variables_min_role: str = "developer", files: Mapping[str, str] | None = None,
+                    protected_branches: Mapping[str, Mapping[str, Any]] | None = None) -> Project:
         """Create ``group/sub/name`` (groups are created on the way) with a CI config on its default branch.
 
         ``files`` are other repository files (``{path: text}``) for ``include: local``.
+        ``protected_branches`` defaults to GitLab's default branch protection: the default
+        branch protected, push and merge for Maintainers (G lib/gitlab/access/branch_protection.rb,
+        "fully protected"); pass ``{}`` for none.
         """
         if pipeline_variables_min_role not in (*ROLES, "no_one_allowed"):
             raise ValueError(f"unknown pipeline_variables_min_role {pipeline_variables_min_role!r}")
@@ -270,6 +300,10 @@ class GitLabState:
             namespace, _, name = path.rpartition("/")
             project = Project(next(self._project_ids), path, name, self._ensure_groups(namespace), default_branch,
                               pipeline_variables_min_role=pipeline_variables_min_role)
+            if protected_branches is None:
+                protected_branches = {default_branch: {"push": "maintainer", "merge": "maintainer"}}
+            for branch, levels in protected_branches.items():
+                self.protect_branch(project, branch, **levels)
             self.projects[project.id] = project
             self.set_ci_config(project.id, ci_config, ref=default_branch, files=files or {})
             return project
@@ -296,6 +330,48 @@ class GitLabState:
             proj.commit_times[sha] = self.clock()
             proj.refs[ref] = sha
             return sha
+
+    def protect_branch(self, project: Project | int | str, branch: str, *, push: str = "maintainer",
+                       merge: str = "maintainer", users: Sequence[str] = ()) -> None:
+        """Protect ``branch``: who may push and merge (a role, or ``"no_one"``), plus named users."""
+        for level in (push, merge):
+            if level not in (*ROLES, "no_one"):
+                raise ValueError(f"unknown access level {level!r}; a role or 'no_one'")
+        with self.lock:
+            proj = project if isinstance(project, Project) else self.project(project)
+            proj.protected_branches[branch] = {"push": push, "merge": merge, "users": list(users)}
+
+    def is_protected(self, proj: Project, ref: str) -> bool:
+        return ref in proj.protected_branches
+
+    def can_update_branch(self, proj: Project, user: User | None, ref: str) -> bool:
+        """``Gitlab::UserAccess#can_update_branch?`` (G lib/gitlab/user_access.rb): Developer on an
+        unprotected branch; on a protected one, push *or* merge rights (or being a named user)."""
+        if user is None or ROLES[user.role] < ROLES["developer"]:
+            return False
+        rule = proj.protected_branches.get(ref)
+        if rule is None:
+            return True
+        if user.username in rule.get("users", ()):
+            return True
+        return any(level != "no_one" and ROLES[user.role] >= ROLES[level] for level in (rule["push"], rule["merge"]))
+
+    def check_can_update_ref(self, job_or_pipe: "Job | Pipeline", user: User | None) -> None:
+        """G app/policies/ci/build_policy.rb ``protected_ref``: on a protected ref, retry/play/``jobRetry``
+        need push or merge rights to it (403 otherwise)."""
+        pipe = job_or_pipe if isinstance(job_or_pipe, Pipeline) else self.pipelines[job_or_pipe.pipeline_id]
+        proj = self.projects[pipe.project_id]
+        if user is not None and not self.can_update_branch(proj, user, pipe.ref):
+            raise Forbidden("403 Forbidden")
+
+    def can_read_pipeline_variables(self, pipe: "Pipeline", user: User | None) -> bool:
+        """G app/policies/ci/pipeline_policy.rb ``read_pipeline_variable``: ``admin_pipeline`` (Maintainer),
+        or the pipeline's own triggerer who may update it."""
+        if user is None:
+            return False
+        if ROLES[user.role] >= ROLES["maintainer"]:
+            return True
+        return pipe.user_id == user.id and self.can_update_branch(self.projects[pipe.project_id], user, pipe.ref)
 
     def project(self, ref: int | str) -> Project:
         """Look a project up by id or full path (as the REST ``:id`` does)."""
@@ -366,7 +442,7 @@ class GitLabState:
             ("CI_PIPELINE_SOURCE", pipe.source), ("CI_PIPELINE_URL", f"{web}/-/pipelines/{pipe.id}"),
             ("CI_COMMIT_SHA", pipe.sha), ("CI_COMMIT_SHORT_SHA", pipe.sha[:8]),
             ("CI_COMMIT_REF_NAME", pipe.ref), ("CI_COMMIT_REF_SLUG", pipe.ref.lower().replace("/", "-")),
-            ("CI_COMMIT_BRANCH", pipe.ref), ("CI_COMMIT_REF_PROTECTED", "true" if pipe.ref == proj.default_branch else "false"),
+            ("CI_COMMIT_BRANCH", pipe.ref), ("CI_COMMIT_REF_PROTECTED", "true" if pipe.ref in proj.protected_branches else "false"),
         ]
         if job is not None:
             out += [
@@ -399,6 +475,10 @@ class GitLabState:
                 if ref not in proj.refs:
                     raise BadRequest("Reference not found")
                 sha = proj.refs[ref]
+            if user is not None and parent_bridge is None and not self.can_update_branch(proj, user, ref):
+                # G lib/gitlab/ci/pipeline/chain/validate/abilities.rb (allowed_to_write_ref?)
+                raise BadRequest(f"You do not have sufficient permission to run a pipeline on '{ref}'. Please "
+                                 "select a different branch or contact your administrator for assistance.")
             if config is None:
                 config = proj.configs[sha]
             now = self.clock()
@@ -418,8 +498,54 @@ class GitLabState:
                 job = Job(next(self._job_ids), pipe.id, proj.id, spec, now, pipe.user_id)
                 self.jobs[job.id] = job
                 pipe.job_ids.append(job.id)
+            pipe.process_after = now + self.processing_delay
+            if parent_bridge is None:
+                self._auto_cancel_redundant(pipe)
             self._process(pipe)
             return pipe
+
+    def tick(self) -> None:
+        """Run the pipeline processing that came due (the stand-in's PipelineProcessWorker)."""
+        with self.lock:
+            now = self.clock()
+            for pipe in list(self.pipelines.values()):
+                if pipe.process_after and pipe.process_after <= now:
+                    pipe.process_after = 0.0
+                    self._process(pipe)
+
+    def _hierarchy(self, pipe: Pipeline) -> list[Pipeline]:
+        out = [pipe]
+        for jid in pipe.job_ids:
+            child = self.jobs[jid].downstream_pipeline_id
+            if child is not None:
+                out += self._hierarchy(self.pipelines[child])
+        return out
+
+    def _auto_cancel_redundant(self, new: Pipeline) -> None:
+        """G app/services/ci/pipeline_creation/cancel_redundant_pipelines_service.rb (``conservative``):
+        older alive pipelines on the same ref, at another commit than the ref's head, are canceled with
+        their child pipelines -- unless a job that is not ``interruptible`` has started in them."""
+        proj = self.projects[new.project_id]
+        if not proj.auto_cancel_pending_pipelines:
+            return
+        head = proj.refs.get(new.ref)
+        for old in list(self.pipelines.values()):
+            if (old.project_id != new.project_id or old.id >= new.id or old.ref != new.ref
+                    or old.parent_bridge_id is not None or old.sha == head
+                    or old.status not in ACTIVE_STATUSES | {"scheduled", "manual"}):
+                continue
+            tree = self._hierarchy(old)
+            jobs = [self.jobs[j] for p in tree for j in p.job_ids]
+            if any(j.started_at is not None and not j.spec.interruptible and not j.spec.is_bridge for j in jobs):
+                continue
+            for j in jobs:
+                # Ci::HasStatus cancelable statuses: a ``manual`` job is not canceled.
+                if j.status in ("created", "waiting_for_resource", "preparing", "pending", "running", "scheduled"):
+                    j.status = "canceled"
+                    j.finished_at = self.clock()
+                    self._notify(j)
+            for p in tree:
+                self._refresh_status(p)
 
     def pipeline_variables(self, pipeline_id: int) -> list[dict[str, str]]:
         with self.lock:
@@ -442,6 +568,7 @@ class GitLabState:
         """``RetryJobService``: clone into a new job; the new job is returned."""
         with self.lock:
             old = self.job(job_id)
+            self.check_can_update_ref(old, user)
             if not old.retryable:
                 raise Forbidden("403 Forbidden - Job is not retryable")
             return self._clone(old, user=user, variables=_variable_list(variables) if variables else None)
@@ -472,7 +599,10 @@ class GitLabState:
         var_list = _variable_list(variables) if variables else []
         with self.lock:
             job = self.job(job_id)
+            self.check_can_update_ref(job, user)
             if not job.playable:
+                # G lib/api/ci/jobs.rb: ``bad_request!("Unplayable Job")`` -- a job still ``created``
+                # (not processed yet) is not playable either.
                 raise BadRequest("400 Bad request - Unplayable Job")
             proj = self.projects[job.project_id]
             if var_list and not self.can_set_variables(proj, user):
@@ -497,6 +627,7 @@ class GitLabState:
     def cancel_job(self, job_id: int, *, user: User | None = None) -> Job:
         with self.lock:
             job = self.job(job_id)
+            self.check_can_update_ref(job, user)   # build_policy.rb: protected_ref prevents update_build
             if job.status in ACTIVE_STATUSES or job.status in ("scheduled", "waiting_for_callback"):
                 now = self.clock()
                 job.status = "canceled"
@@ -511,6 +642,7 @@ class GitLabState:
         """The oldest ``pending`` build a runner with ``tags`` would pick (``start=True`` claims it)."""
         tagset = set(tags or ())
         with self.lock:
+            self.tick()
             for job in sorted(self.jobs.values(), key=lambda j: (j.queued_at or 0, j.id)):
                 if job.status != "pending" or job.spec.is_bridge:
                     continue
@@ -608,6 +740,9 @@ class GitLabState:
 
     def _process(self, pipe: Pipeline) -> None:
         """``ProcessPipelineService``: move ``created`` jobs on until nothing changes; refresh statuses."""
+        if pipe.process_after and self.clock() < pipe.process_after:
+            self._refresh_status(pipe)
+            return  # not processed yet: every job is still ``created``
         changed = True
         while changed:
             changed = False
@@ -632,6 +767,7 @@ class GitLabState:
                     job.status = "skipped"
                 elif when == "manual":
                     job.status = "manual"
+                    self._notify(job)
                 else:
                     self._enqueue(pipe, job)
                 self._touch(pipe)
