@@ -18,12 +18,21 @@ the custom-executor parts are unchanged since v17.9.0; gitlab-mechanics.md §1 a
   The last duplicate wins (Go's ``os/exec`` keeps the last value of a key), so ``job_env``
   overrides the runner's own values but not ``CUSTOM_ENV_*``.  ``JOB_RESPONSE_FILE`` is the raw,
   unexpanded payload.
-- **Expansion** is :func:`go_expand`, Go's ``os.Expand`` as the runner calls it with
-  ``JobVariables.Get`` (R ``common/variables.go``): ``$NAME`` and ``${NAME}`` become the last
-  value of NAME (empty if unset), ``$$`` becomes ``$``, ``$?``, ``$*``, ``$#``, ``$@``, ``$!`` and
-  ``$0``-``$9`` become empty, a ``$`` followed by anything else (``$(``, ``$.``) loses the ``$``
-  (the runner's legacy expansion), ``${}`` and an unclosed ``${`` are eaten; a trailing ``$`` stays.
-  Variables marked ``raw`` are not expanded.
+- **Expansion** is :func:`go_expand`, Go's ``os.Expand`` (Go ``src/os/env.go``; the runner is built
+  with Go 1.26, R ``go.mod``) as the runner calls it with ``Variables.Get`` (R
+  ``common/spec/variables.go`` ``ExpandValue``, ``ExpandWith``, ``value``): ``$NAME`` and
+  ``${NAME}`` become the last value of NAME (empty if unset) -- for a **file** variable its path,
+  ``path.Join($RUNNER_TEMP_PROJECT_DIR, NAME)``, not its contents (``tmpFile``) -- ``$$`` becomes
+  ``$``, ``$?``, ``$*``, ``$#``, ``$@``, ``$!`` and ``$0``-``$9`` become empty, a ``$`` not followed
+  by a name (``$(``, ``$.``, ``$ ``) is **kept**, ``${}`` and an unclosed ``${`` are eaten; a
+  trailing ``$`` stays.  Variables marked ``raw`` are not expanded.  The list expanded is R
+  ``Build.GetAllVariables``: the predefined variables that come before the job's (R
+  ``getBaseVariablesBeforeJob``, ``GetDefaultVariables``: ``CI_BUILDS_DIR``, ``CI_PROJECT_DIR``,
+  ``CI_CONCURRENT_ID``, ``CI_CONCURRENT_PROJECT_ID``, ``CI_SERVER``, ``CI_JOB_STATUS=running``,
+  ``CI_JOB_TIMEOUT``), the job's variables, then those that come *after* them and so win over a
+  job variable of the same name (R ``getBaseVariablesAfterJob``: ``CI_SHARED_ENVIRONMENT=true``,
+  always for the custom executor, R ``custom.go`` ``featuresUpdater``; ``RUNNER_TEMP_PROJECT_DIR`` =
+  ``<project dir>.tmp``).
 - **Stage order and skipping** (R ``common/build.go`` ``executeScript``, ``attemptExecuteStage``,
   ``executeAfterScript``, ``executeArchiveCache``, ``executeUploadArtifacts``,
   ``removeFileBasedVariables``): ``prepare_script`` (on failure nothing else runs);
@@ -71,6 +80,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import shlex
 import shutil
 import signal
@@ -154,8 +164,9 @@ def _shell_name(s: str) -> tuple[str, int]:
 
 
 def go_expand(value: str, lookup: Callable[[str], str]) -> str:
-    """Go's ``os.Expand(value, lookup)`` as GitLab Runner expands job variables (legacy form: a ``$``
-    not followed by a name is dropped, ``mapping("")`` being empty; a trailing ``$`` stays)."""
+    """Go's ``os.Expand(value, lookup)`` (Go ``src/os/env.go``), as GitLab Runner expands job variables:
+    invalid syntax (``${}``, an unclosed ``${``) is eaten, a ``$`` not followed by a name is left
+    untouched, a trailing ``$`` stays."""
     out: list[str] = []
     i = 0
     j = 0
@@ -163,7 +174,12 @@ def go_expand(value: str, lookup: Callable[[str], str]) -> str:
         if value[j] == "$" and j + 1 < len(value):
             out.append(value[i:j])
             name, w = _shell_name(value[j + 1:])
-            out.append(lookup(name))
+            if name == "" and w > 0:
+                pass  # invalid syntax: eat the characters
+            elif name == "":
+                out.append("$")  # valid syntax, but no name: leave the dollar untouched
+            else:
+                out.append(lookup(name))
             j += w
             i = j + 1
         j += 1
@@ -172,9 +188,19 @@ def go_expand(value: str, lookup: Callable[[str], str]) -> str:
     return "".join(out) + value[i:]
 
 
+def _variables_value(variables: Sequence[Mapping[str, Any]], key: str) -> str:
+    """R ``Variables.Value``: the *last* variable of that name's value (a file variable's contents)."""
+    for v in reversed(variables):
+        if v["key"] == key:
+            return str(v["value"])
+    return ""
+
+
 def _variables_get(variables: Sequence[Mapping[str, Any]]) -> Callable[[str], str]:
-    """R ``JobVariables.Get``: ``$`` -> ``$``; the shell's positional/special names -> empty; else the
-    *last* variable of that name, or empty."""
+    """R ``Variables.Get`` (``value(key, pathnames=true)``): ``$`` -> ``$``; the shell's
+    positional/special names -> empty; else the *last* variable of that name -- for a file variable
+    the path the runner writes it to, ``path.Join(Value("RUNNER_TEMP_PROJECT_DIR"), key)``
+    (R ``tmpFile``) -- or empty."""
     def get(key: str) -> str:
         if key == "$":
             return "$"
@@ -182,6 +208,9 @@ def _variables_get(variables: Sequence[Mapping[str, Any]]) -> Callable[[str], st
             return ""
         for v in reversed(variables):
             if v["key"] == key:
+                if v.get("file"):
+                    return posixpath.normpath(posixpath.join(_variables_value(variables, "RUNNER_TEMP_PROJECT_DIR"),
+                                                             key))
                 return str(v["value"])
         return ""
 
@@ -224,20 +253,15 @@ def read_exit_code_file(path: Path) -> int | None | str:
         return str(exc)
 
 
-def _parse_bool(value: str) -> bool | None:
-    """Go's ``strconv.ParseBool`` of the lower-cased value, else ``ParseInt == 1`` (R ``JobVariables.Bool``);
-    ``None`` when the variable is unset."""
-    if value == "":
-        return None
-    v = value.lower()
-    if v in ("1", "t", "true"):
+def _setting_bool(value: str, default: bool) -> bool:
+    """A boolean build setting as R ``common/build_settings.go`` ``validate`` reads it: Go's
+    ``strconv.ParseBool`` of the raw value (``1 t T TRUE true True`` / ``0 f F FALSE false False``,
+    no lower-casing); empty or anything else is the default (the runner logs the invalid value)."""
+    if value in ("1", "t", "T", "TRUE", "true", "True"):
         return True
-    if v in ("0", "f", "false"):
+    if value in ("0", "f", "F", "FALSE", "false", "False"):
         return False
-    try:
-        return atoi(value) == 1
-    except ValueError:
-        return False
+    return default
 
 
 def _attempts(value: str) -> int:
@@ -559,19 +583,26 @@ class _Job:
     def variables(self) -> list[tuple[str, str]]:
         """All job variables after expansion, predefined ones first (R ``GetAllVariables``)."""
         timeout = (self.payload.get("runner_info") or {}).get("timeout")
-        predefined = [("CI_BUILDS_DIR", str(self.config.get("builds_dir") or self.builds_dir)),
-                      ("CI_PROJECT_DIR", self.project_dir()),
-                      ("CI_CONCURRENT_ID", str(self.runner_id)),
-                      ("CI_CONCURRENT_PROJECT_ID", str(self.project_runner_id)),
-                      ("CI_SERVER", "yes"), ("CI_RUNNER_SHORT_TOKEN", self.short_token),
-                      ("CI_JOB_TIMEOUT", str(timeout if timeout is not None else ""))]
-        if self.shared:
-            predefined.append(("CI_SHARED_ENVIRONMENT", "true"))
-        items: list[dict[str, Any]] = [{"key": k, "value": v, "raw": False} for k, v in predefined]
+        project_dir = self.project_dir()
+        # R getBaseVariablesBeforeJob (Runner.GetVariables, then GetDefaultVariables).
+        before = [("CI_RUNNER_SHORT_TOKEN", self.short_token),
+                  ("CI_BUILDS_DIR", str(self.config.get("builds_dir") or self.builds_dir)),
+                  ("CI_PROJECT_DIR", project_dir),
+                  ("CI_CONCURRENT_ID", str(self.runner_id)),
+                  ("CI_CONCURRENT_PROJECT_ID", str(self.project_runner_id)),
+                  ("CI_SERVER", "yes"), ("CI_JOB_STATUS", "running"),
+                  ("CI_JOB_TIMEOUT", str(timeout if timeout is not None else ""))]
+        # R getBaseVariablesAfterJob: after the job's variables, so these win over a job variable.
+        # CI_SHARED_ENVIRONMENT, not CI_DISPOSABLE_ENVIRONMENT: the custom executor always declares
+        # features.Shared (R executors/custom/custom.go featuresUpdater), whatever builds_dir_is_shared says.
+        after = [("CI_SHARED_ENVIRONMENT", "true"),
+                 ("RUNNER_TEMP_PROJECT_DIR", project_dir + ".tmp")]
+        items: list[dict[str, Any]] = [{"key": k, "value": v, "raw": False} for k, v in before]
         for v in self.payload.get("variables") or []:
             if isinstance(v, Mapping) and isinstance(v.get("key"), str):
                 items.append({"key": v["key"], "value": "" if v.get("value") is None else str(v["value"]),
-                              "raw": bool(v.get("raw"))})
+                              "raw": bool(v.get("raw")), "file": bool(v.get("file"))})
+        items += [{"key": k, "value": v, "raw": False} for k, v in after]
         out = [(v["key"], v["value"]) for v in expand_variables(items)]
         services = self.payload.get("services") or []
         out.append(("CI_JOB_SERVICES", json.dumps([
@@ -670,7 +701,8 @@ class _Job:
                                                        [str(x) for x in after["script"]], project_dir),
                                "Running after_script")
                 if c.outcome not in ("ok",) and not self.timed_out:
-                    if failure is None and _parse_bool(self.lookup("AFTER_SCRIPT_IGNORE_ERRORS")) is False:
+                    # R build_settings.go: AfterScriptIgnoreErrors, DefaultAfterScriptIgnoreErrors = true.
+                    if failure is None and not _setting_bool(self.lookup("AFTER_SCRIPT_IGNORE_ERRORS"), True):
                         failure = c
                     else:
                         self.line(f"WARNING: after_script failed, but job will continue unaffected: {c.message}")

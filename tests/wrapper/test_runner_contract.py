@@ -45,3 +45,84 @@ def test_exit_code_file_never_follows_a_planted_link(tmp_path):
     with pytest.raises(SystemFailure, match="BUILD_EXIT_CODE_FILE"):
         check_exit_code_file(_env(tmp_path))
     assert target.read_text() == "keep\n"
+
+
+def test_a_dollar_not_followed_by_a_name_is_kept():
+    """Go ``os.Expand`` (``src/os/env.go``, the Go 1.26 the runner is built with): "Valid syntax, but $
+    was not followed by a name. Leave the dollar character untouched." (``$(``, ``$.``, ``$ ``);
+    invalid syntax (``${}``) is eaten."""
+    get = lambda k: {"A": "x"}.get(k, "")  # noqa: E731
+    assert go_expand("echo $(date) a$.b $ c $A ${}", get) == "echo $(date) a$.b $ c x "
+    out = {v["key"]: v["value"] for v in expand_variables([{"key": "CMD", "value": "make -j$(nproc)"}])}
+    assert out == {"CMD": "make -j$(nproc)"}
+
+
+def test_a_file_variable_expands_to_its_path_and_exports_its_contents():
+    """R ``common/spec/variables.go``: ``Get`` (what expansion uses) returns a file variable's path,
+    ``path.Join(Value("RUNNER_TEMP_PROJECT_DIR"), key)`` (``tmpFile``); the variable itself keeps
+    its (expanded) contents, which is what ``CUSTOM_ENV_<KEY>`` carries (``custom.go``)."""
+    variables = [{"key": "KUBECONF", "value": "apiVersion: v1", "file": True},
+                 {"key": "ARGS", "value": "--config=$KUBECONF"},
+                 {"key": "RUNNER_TEMP_PROJECT_DIR", "value": "/builds/g/p.tmp"}]
+    out = {v["key"]: v["value"] for v in expand_variables(variables)}
+    assert out["ARGS"] == "--config=/builds/g/p.tmp/KUBECONF"
+    assert out["KUBECONF"] == "apiVersion: v1"
+
+
+def _env_driver(tmp_path: Path) -> list[str]:
+    out = tmp_path / "env.txt"
+    p = tmp_path / "envdrv.sh"
+    p.write_text(f"""#!/usr/bin/env bash
+case "$1" in
+  config) echo '{{}}' ;;
+  run) if [ "$3" = build_script ]; then env | grep '^CUSTOM_ENV_' | sort > {out}; fi
+       bash "$2" || {{ echo $? > "$BUILD_EXIT_CODE_FILE"; exit "$BUILD_FAILURE_EXIT_CODE"; }} ;;
+esac
+""")
+    p.chmod(0o755)
+    return [str(p)]
+
+
+def test_custom_env_order_predefined_after_job_variables_win(tmp_path):
+    """R ``common/build.go`` ``GetAllVariables``: base variables before the job's
+    (``GetDefaultVariables``: ``CI_JOB_STATUS=running``), the job's, then ``getBaseVariablesAfterJob``
+    (``CI_SHARED_ENVIRONMENT``, always true for the custom executor, ``custom.go`` featuresUpdater;
+    ``RUNNER_TEMP_PROJECT_DIR``), which win over a job variable of the same name; a file variable
+    referenced by another expands to its path there."""
+    from runner_wrapper.local_runner import run_job
+
+    from .conftest import make_payload
+
+    payload = make_payload(61, variables={"RUNNER_TEMP_PROJECT_DIR": "/mine", "CI_SHARED_ENVIRONMENT": "no",
+                                          "USES": "f=$CREDS"})
+    payload["variables"].append({"key": "CREDS", "value": "secret-text", "public": False, "file": True})
+    r = run_job(payload, driver_cmd=_env_driver(tmp_path), workdir=tmp_path / "w")
+    assert r.status == "success", r.log.decode()
+    env = dict(line.split("=", 1) for line in (tmp_path / "env.txt").read_text().splitlines())
+    assert env["CUSTOM_ENV_CI_SHARED_ENVIRONMENT"] == "true"
+    assert env["CUSTOM_ENV_RUNNER_TEMP_PROJECT_DIR"] == str(r.project_dir) + ".tmp"
+    assert env["CUSTOM_ENV_CI_JOB_STATUS"] == "running"
+    assert env["CUSTOM_ENV_USES"] == f"f={r.project_dir}.tmp/CREDS"
+    assert env["CUSTOM_ENV_CREDS"] == "secret-text"
+
+
+def test_after_script_ignore_errors_is_read_as_the_runners_build_setting(tmp_path):
+    """R ``common/build_settings.go`` ``validate``: ``strconv.ParseBool`` of the raw value, no
+    lower-casing; an empty or invalid value keeps ``DefaultAfterScriptIgnoreErrors = true``."""
+    from runner_wrapper.local_runner import run_job
+
+    from .conftest import make_payload
+
+    drv = tmp_path / "d.sh"
+    drv.write_text("""#!/usr/bin/env bash
+case "$1" in
+  config) echo '{}' ;;
+  run) if [ "$3" = after_script ]; then echo 4 > "$BUILD_EXIT_CODE_FILE"; exit 1; fi; bash "$2" ;;
+esac
+""")
+    drv.chmod(0o755)
+    for value, status in (("2", "success"), ("no", "success"), ("fAlse", "success"), ("FALSE", "failed"),
+                          ("0", "failed")):
+        r = run_job(make_payload(62, after=["echo after"], variables={"AFTER_SCRIPT_IGNORE_ERRORS": value}),
+                    driver_cmd=[str(drv)], workdir=tmp_path / "w")
+        assert r.status == status, value
