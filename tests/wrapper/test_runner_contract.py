@@ -126,3 +126,46 @@ esac
         r = run_job(make_payload(62, after=["echo after"], variables={"AFTER_SCRIPT_IGNORE_ERRORS": value}),
                     driver_cmd=[str(drv)], workdir=tmp_path / "w")
         assert r.status == status, value
+
+
+def _console_script_entry() -> tuple[str, str]:
+    import tomllib
+
+    doc = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    module, _, func = doc["project"]["scripts"]["runner-wrapper"].partition(":")
+    return module, func
+
+
+def _run_entry(tmp_path: Path, breakage: str, *args: str):
+    """The ``runner-wrapper`` console script as pip generates it (``from M import f; sys.exit(f())``),
+    over a copy of the package with ``breakage`` appended to ``cli.py``."""
+    import shutil
+    import subprocess
+    import sys
+
+    import runner_wrapper
+
+    broken = tmp_path / "site"
+    shutil.copytree(Path(runner_wrapper.__file__).parent, broken / "runner_wrapper",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    cli = broken / "runner_wrapper" / "cli.py"
+    cli.write_text(cli.read_text() + breakage)
+    module, func = _console_script_entry()
+    boot = f"import sys; sys.path.insert(0, {str(broken)!r}); from {module} import {func}; sys.exit({func}())"
+    env = {"PATH": "/usr/bin:/bin", "SYSTEM_FAILURE_EXIT_CODE": "9", "BUILD_FAILURE_EXIT_CODE": "7"}
+    return subprocess.run([sys.executable, "-I", "-c", boot, *args], env=env, capture_output=True, timeout=60)
+
+
+def test_the_console_script_exits_with_the_system_failure_code_on_an_import_error(tmp_path):
+    """``runner-wrapper config``/``prepare``/``cleanup`` with a broken installation: Python's exit 1
+    would be a BuildError (not retried, blamed on the build; R ``command.go`` ``waitForCommand``)."""
+    p = _run_entry(tmp_path, "\nimport runner_wrapper_missing_dependency\n", "executor", "config")
+    assert p.returncode == 9, p.stderr
+    assert b"runner-wrapper: cannot start: ModuleNotFoundError" in p.stderr
+
+
+def test_the_console_script_exits_with_the_system_failure_code_on_a_driver_bug(tmp_path):
+    p = _run_entry(tmp_path, "\ndef main(argv=None):\n    raise KeyError('boom')\n", "executor", "prepare")
+    assert p.returncode == 9, p.stderr
+    assert b"runner-wrapper: internal error: KeyError: 'boom' (at " in p.stderr
+    assert b"Traceback" not in p.stderr
