@@ -296,7 +296,8 @@ def _open_job(cfg: WrapperConfig, env: DriverEnv, environ: Mapping[str, str], jo
         say("WARNING: no cgroup can be created on this host: figures are approximate (psutil sampling)")
     key = cfg.signing.resolve_key(environ)
     if not key:
-        say("WARNING: no signing key configured: usage records are unsigned and the retry bot will ignore them")
+        say(f"WARNING: {cfg.signing.missing_key_reason()}: usage records are unsigned and the retry bot will "
+            f"ignore them")
     from dataclasses import asdict
 
     now = time.time()

@@ -169,3 +169,20 @@ def test_the_console_script_exits_with_the_system_failure_code_on_a_driver_bug(t
     assert p.returncode == 9, p.stderr
     assert b"runner-wrapper: internal error: KeyError: 'boom' (at " in p.stderr
     assert b"Traceback" not in p.stderr
+
+
+def test_prepare_names_the_real_reason_when_the_key_file_cannot_be_read(tmp_path):
+    """``[signing] key_file`` set but unusable: ``prepare`` says why, not "no signing key configured"."""
+    from .conftest import make_payload, write_config
+    from .driver import job_dir
+
+    for key_file, reason in ((tmp_path, f"[signing] key_file {tmp_path}: cannot read: Is a directory"),
+                             (tmp_path / "empty.key", f"[signing] key_file {tmp_path / 'empty.key'} is empty")):
+        (tmp_path / "empty.key").write_text("\n")
+        cfg = write_config(tmp_path, "unused", backend="psutil", extra=f'[signing]\nkey_file = "{key_file}"\n')
+        jd = job_dir(tmp_path, cfg, make_payload(63), key=None)
+        p = jd.call("prepare")
+        assert p.returncode == 0, p.stdout
+        assert f"WARNING: {reason}: usage records are unsigned".encode() in p.stdout, p.stdout
+        assert b"no signing key configured" not in p.stdout
+        jd.call("cleanup")
