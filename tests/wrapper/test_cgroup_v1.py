@@ -107,11 +107,39 @@ def test_busy_loop_cpu_seconds_within_5_percent(cg_parent):
 
 
 def test_cpu_limit_is_enforced(cg_parent):
+    """A 0.5-core quota, judged against what the host could give a process during the same window.
+
+    A fixed lower bound (0.35 s of 1 s) failed on a loaded host (2 cores at load 6: every runnable
+    process gets about 0.25 core, limited or not).  An unlimited *twin* burns CPU over the same
+    window; its CPU time is what a process could get.  The quota is an upper bound whatever the load;
+    the limited loop must get about what the twin got, up to the quota (a quota applied in the wrong
+    unit, or none, fails one of the two); and when the twin got clearly more than the quota, the
+    kernel must have throttled the group (``cpu.stat`` ``nr_throttled``, kernel
+    ``Documentation/scheduler/sched-bwc.rst``).  Checked by hand: a quota ten times too small fails
+    the second assertion at load 6; a missing or too large quota fails the first and the last on a
+    host with a free core (on a host too loaded to give any process more than the quota, nothing
+    can tell a loose quota from a tight one).
+    """
+    import subprocess
+
     g = _group(cg_parent)
     assert "cpu.cfs_quota_us=50000 cpu.cfs_period_us=100000" in g.apply_limits(None, 0.5)
-    busy = "import time\nt=time.time()\nwhile time.time()-t<1.0: pass"
+    window = 1.5
+    busy = f"import time\nt=time.time()\nwhile time.time()-t<{window}: pass\nprint(time.process_time())"
+    twin = subprocess.Popen([sys.executable, "-c", busy], stdout=subprocess.PIPE, text=True)
+    started = time.monotonic()
     ex, counters, _s, _l, _g = run_in_group([sys.executable, "-c", busy], g, dict(os.environ), 0.1)
-    assert 0.35 <= counters.cpu_seconds <= 0.65
+    wall = time.monotonic() - started
+    twin_cpu = float(twin.communicate(timeout=60)[0])
+    stat = dict(line.split() for line in open(os.path.join(g.dirs["cpu"], "cpu.stat")).read().splitlines())
+    cpu = counters.cpu_seconds
+    facts = f"limited {cpu:.2f} s, unlimited twin {twin_cpu:.2f} s over {wall:.2f} s, cpu.stat {stat}"
+    # The quota: 50 ms per 100 ms period, whatever the load (+ one period's burst and start-up).
+    assert cpu <= 0.5 * wall + 0.1, facts
+    # Not starved by the limit itself: about what an unlimited process got, up to the quota.
+    assert cpu >= 0.6 * min(twin_cpu, 0.5 * window), facts
+    if twin_cpu >= 0.75 * window:  # the host had room for more than the quota: it must have bitten
+        assert int(stat["nr_throttled"]) > 0 and cpu <= 0.65 * window, facts
     g.remove()
 
 
