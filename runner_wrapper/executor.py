@@ -160,6 +160,18 @@ def reap_dead_measures(backend: Any) -> list[str]:
     return reaped
 
 
+def _remove_build_dir(cfg: WrapperConfig, job_id: int) -> None:
+    """The build user's per-job directory (``<[signing] build_dir>/job-<id>``), when there is one."""
+    if not cfg.signing.build_user:
+        return
+    from runner_wrapper.isolation import IsolationError, remove_job_build_dir, resolve_build_user
+
+    try:
+        remove_job_build_dir(cfg.signing.build_dir, job_id, resolve_build_user(cfg.signing.build_user))
+    except IsolationError as exc:
+        _log().warning("build directory not removed", job_id=job_id, error=str(exc))
+
+
 def reap_stale(cfg: WrapperConfig, backend: Any, now: float | None = None) -> list[str]:
     """Remove job cgroups of crashed jobs, and the groups of killed ``measure`` runs.
 
@@ -195,6 +207,7 @@ def reap_stale(cfg: WrapperConfig, backend: Any, now: float | None = None) -> li
         group.remove()
         if path:
             delete_state(path)
+        _remove_build_dir(cfg, job_id)
         reaped.append(name)
         _log().warning("reaped stale job cgroup", cgroup=name, processes_killed=killed,
                        idle_seconds=round(now - last))
@@ -380,13 +393,7 @@ def cmd_cleanup(cfg: WrapperConfig, environ: Mapping[str, str]) -> int:
     except CgroupError as exc:
         log.error("cleanup could not remove the job cgroup", job_id=job.id, error=str(exc))
         rc = env.system_failure
-    if cfg.signing.build_user:  # the build user's per-job directory (runner_wrapper.isolation)
-        from runner_wrapper.isolation import IsolationError, remove_job_build_dir, resolve_build_user
-
-        try:
-            remove_job_build_dir(cfg.signing.build_dir, job.id, resolve_build_user(cfg.signing.build_user))
-        except IsolationError as exc:
-            log.warning("build directory not removed", job_id=job.id, error=str(exc))
+    _remove_build_dir(cfg, job.id)  # the build user's per-job directory (runner_wrapper.isolation)
     if state is None:
         log.warning("no job state: prepare did not run or its state was lost; no usage record", job_id=job.id)
         return rc
