@@ -66,7 +66,7 @@ def test_cancel_of_a_build_user_stage_gets_grace_then_143_and_cleanup_removes_it
     jd = _job(tmp_path, cfg, 971)
     assert jd.call("prepare").returncode == 0
     script = jd.script("s.sh", """
-setsid bash -c 'trap "" TERM; while :; do sleep 0.05; done' &
+setsid bash -c 'trap "" TERM; echo "escapee ready"; while :; do sleep 0.05; done' &
 echo "escapee=$!"
 trap 'echo "trapped as $(id -un)"; exit 1' TERM
 echo "started as $(id -un) in $PWD"
@@ -74,6 +74,8 @@ sleep 300 & wait
 """)
     proc = jd.popen("run", str(script), "build_script")
     seen = _read_until(proc, b"started as")
+    if b"escapee ready" not in seen:  # its TERM trap is set: SIGTERM alone cannot end it
+        seen += _read_until(proc, b"escapee ready")
     t0 = time.monotonic()
     os.killpg(proc.pid, signal.SIGTERM)  # what GitLab Runner does on cancel or timeout
     rest, _ = proc.communicate(timeout=30)
