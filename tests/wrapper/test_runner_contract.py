@@ -50,8 +50,13 @@ def test_exit_code_file_never_follows_a_planted_link(tmp_path):
 def test_a_dollar_not_followed_by_a_name_is_kept():
     """Go ``os.Expand`` (``src/os/env.go``, the Go 1.26 the runner is built with): "Valid syntax, but $
     was not followed by a name. Leave the dollar character untouched." (``$(``, ``$.``, ``$ ``);
-    invalid syntax (``${}``) is eaten."""
+    invalid syntax (``${}``) is eaten.  The runner's own test pins it: R
+    ``common/spec/variables_test.go`` ``TestSpecialVariablesExpansion`` expects ``$/dsa`` unchanged
+    (gitlab-mechanics.md §11.1 says such a ``$`` is lost: it is not)."""
     get = lambda k: {"A": "x"}.get(k, "")  # noqa: E731
+    special = [{"key": "key", "value": "$$"}, {"key": "key2", "value": "$/dsa"}, {"key": "key3", "value": "aa$@bb"},
+               {"key": "key4", "value": "aa${@}bb"}]
+    assert [v["value"] for v in expand_variables(special)] == ["$", "$/dsa", "aabb", "aabb"]
     assert go_expand("echo $(date) a$.b $ c $A ${}", get) == "echo $(date) a$.b $ c x "
     out = {v["key"]: v["value"] for v in expand_variables([{"key": "CMD", "value": "make -j$(nproc)"}])}
     assert out == {"CMD": "make -j$(nproc)"}
@@ -59,8 +64,9 @@ def test_a_dollar_not_followed_by_a_name_is_kept():
 
 def test_a_file_variable_expands_to_its_path_and_exports_its_contents():
     """R ``common/spec/variables.go``: ``Get`` (what expansion uses) returns a file variable's path,
-    ``path.Join(Value("RUNNER_TEMP_PROJECT_DIR"), key)`` (``tmpFile``); the variable itself keeps
-    its (expanded) contents, which is what ``CUSTOM_ENV_<KEY>`` carries (``custom.go``)."""
+    ``path.Join(Value("RUNNER_TEMP_PROJECT_DIR"), key)`` (``tmpFile``; R ``variables_test.go``
+    ``TestFileVariablesExpansion``); the variable itself keeps its (expanded) contents, which is what
+    ``CUSTOM_ENV_<KEY>`` carries (``custom.go``)."""
     variables = [{"key": "KUBECONF", "value": "apiVersion: v1", "file": True},
                  {"key": "ARGS", "value": "--config=$KUBECONF"},
                  {"key": "RUNNER_TEMP_PROJECT_DIR", "value": "/builds/g/p.tmp"}]
