@@ -29,7 +29,8 @@ the custom-executor parts are unchanged since v17.9.0; gitlab-mechanics.md §1 a
   ``Build.GetAllVariables``: the predefined variables that come before the job's (R
   ``getBaseVariablesBeforeJob``, ``GetDefaultVariables``: ``CI_BUILDS_DIR``, ``CI_PROJECT_DIR``,
   ``CI_CONCURRENT_ID``, ``CI_CONCURRENT_PROJECT_ID``, ``CI_SERVER``, ``CI_JOB_STATUS=running``,
-  ``CI_JOB_TIMEOUT``), the job's variables, then those that come *after* them and so win over a
+  ``CI_JOB_TIMEOUT``: ``runner_info.timeout`` or ``DefaultTimeout`` 7200, R ``GetBuildTimeout``), the
+  job's variables, then those that come *after* them and so win over a
   job variable of the same name (R ``getBaseVariablesAfterJob``: ``CI_SHARED_ENVIRONMENT=true``,
   always for the custom executor, R ``custom.go`` ``featuresUpdater``; ``RUNNER_TEMP_PROJECT_DIR`` =
   ``<project dir>.tmp``).
@@ -271,6 +272,15 @@ def _attempts(value: str) -> int:
     except ValueError:
         return 1
     return max(1, min(10, n))
+
+
+#: R ``common/consts.go`` ``DefaultTimeout`` (seconds), used when the payload gives none.
+DEFAULT_TIMEOUT = 7200
+
+
+def _build_timeout(value: Any) -> int:
+    """R ``Build.GetBuildTimeout``: ``runner_info.timeout`` when positive, else ``DefaultTimeout``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else DEFAULT_TIMEOUT
 
 
 def project_slug(payload: Mapping[str, Any]) -> str:
@@ -591,7 +601,7 @@ class _Job:
                   ("CI_CONCURRENT_ID", str(self.runner_id)),
                   ("CI_CONCURRENT_PROJECT_ID", str(self.project_runner_id)),
                   ("CI_SERVER", "yes"), ("CI_JOB_STATUS", "running"),
-                  ("CI_JOB_TIMEOUT", str(timeout if timeout is not None else ""))]
+                  ("CI_JOB_TIMEOUT", str(_build_timeout(timeout)))]
         # R getBaseVariablesAfterJob: after the job's variables, so these win over a job variable.
         # CI_SHARED_ENVIRONMENT, not CI_DISPOSABLE_ENVIRONMENT: the custom executor always declares
         # features.Shared (R executors/custom/custom.go featuresUpdater), whatever builds_dir_is_shared says.

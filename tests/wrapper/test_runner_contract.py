@@ -110,6 +110,12 @@ def test_custom_env_order_predefined_after_job_variables_win(tmp_path):
     assert env["CUSTOM_ENV_CI_JOB_STATUS"] == "running"
     assert env["CUSTOM_ENV_USES"] == f"f={r.project_dir}.tmp/CREDS"
     assert env["CUSTOM_ENV_CREDS"] == "secret-text"
+    assert env["CUSTOM_ENV_CI_JOB_TIMEOUT"] == "3600"
+    # R Build.GetBuildTimeout: no (or a zero) runner_info.timeout is DefaultTimeout, 7200 s.
+    payload["runner_info"] = {}
+    assert run_job(payload, driver_cmd=_env_driver(tmp_path), workdir=tmp_path / "w").status == "success"
+    env = dict(line.split("=", 1) for line in (tmp_path / "env.txt").read_text().splitlines())
+    assert env["CUSTOM_ENV_CI_JOB_TIMEOUT"] == "7200"
 
 
 def test_after_script_ignore_errors_is_read_as_the_runners_build_setting(tmp_path):
