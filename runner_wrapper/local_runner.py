@@ -8,7 +8,8 @@ the custom-executor parts are unchanged since v17.9.0; gitlab-mechanics.md §1 a
   ``response.json``, and ``cleanup`` (then removal of that TMPDIR) after each failed attempt; a
   build error (driver exit ``BUILD_FAILURE_EXIT_CODE``) is not retried (R ``common/build.go``
   ``retryCreateExecutor``, ``common/consts.go``; ``executors/custom/custom.go`` ``Prepare``,
-  ``Cleanup``).  Invalid ``config`` JSON is ``error while parsing JSON output`` (retried).
+  ``Cleanup``).  Invalid ``config`` JSON -- whitespace only, or a key of the wrong type, included
+  (:func:`parse_config_output`) -- is ``error while parsing JSON output`` (retried).
 - **Environment of every driver call** (R ``executors/custom/command/command.go`` ``New``,
   ``executors/custom/custom.go`` ``prepareCommand``): the runner's own environment, then
   ``TMPDIR``, ``BUILD_FAILURE_EXIT_CODE=1``, ``SYSTEM_FAILURE_EXIT_CODE=2``,
@@ -112,7 +113,7 @@ class StageCall:
 
     stage: str
     driver_exit: int
-    #: ``ok``, ``build_error``, ``system_failure``, ``canceled`` or ``timeout``.
+    #: ``ok``, ``build_error``, ``configuration_error``, ``system_failure``, ``canceled`` or ``timeout``.
     outcome: str
     #: The exit code GitLab records for a build error (from ``BUILD_EXIT_CODE_FILE``), else ``None``.
     exit_code: int | None = None
@@ -323,6 +324,42 @@ def _acquire(table: dict[Any, set[int]], key: Any) -> int:
 def _release(table: dict[Any, set[int]], key: Any, n: int) -> None:
     with _SLOTS_LOCK:
         table.get(key, set()).discard(n)
+
+
+#: R ``executors/custom/api/config.go`` ``ConfigExecOutput``: each key's JSON type (``None`` = ``null``).
+_CONFIG_STRINGS = ("hostname", "builds_dir", "cache_dir", "shell")
+
+
+def parse_config_output(out: bytes) -> dict[str, Any]:
+    """``config``'s stdout as R ``custom.go`` ``dynamicConfig`` reads it: Go's ``json.Unmarshal`` into
+    ``ConfigExecOutput``, so a wrong type (``"builds_dir_is_shared": "true"``, a number for
+    ``builds_dir``, a non-string ``job_env`` value) is an error like invalid JSON; unknown keys are
+    ignored; ``null`` is "not set".  ``ValueError`` with the reason."""
+    doc = json.loads(out)
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"json: cannot unmarshal {type(doc).__name__} into Go value of type ConfigExecOutput")
+
+    def want(ok: bool, key: str, go_type: str) -> None:
+        if not ok:
+            raise ValueError(f"json: cannot unmarshal {type(doc[key]).__name__} into Go struct field "
+                             f"ConfigExecOutput.{key} of type {go_type}")
+
+    for key in _CONFIG_STRINGS:
+        if doc.get(key) is not None:
+            want(isinstance(doc[key], str), key, "string")
+    if doc.get("builds_dir_is_shared") is not None:
+        want(isinstance(doc["builds_dir_is_shared"], bool), "builds_dir_is_shared", "bool")
+    if doc.get("job_env") is not None:
+        want(isinstance(doc["job_env"], dict) and all(isinstance(v, str) or v is None for v in doc["job_env"].values()),
+             "job_env", "map[string]string")
+        doc["job_env"] = {k: v or "" for k, v in doc["job_env"].items()}
+    if doc.get("driver") is not None:
+        drv = doc["driver"]
+        want(isinstance(drv, dict) and all(isinstance(drv.get(k), str) or drv.get(k) is None
+                                           for k in ("name", "version")), "driver", "api.DriverInfo")
+    return {k: v for k, v in doc.items() if v is not None}
 
 
 def _interpret(stage: str, rc: int, exit_code_file: Path) -> StageCall:
@@ -545,12 +582,9 @@ class _Job:
             self.custom_env = []
             c, out = self.call(["config"], "config", self.log, split_stdout=True)  # stderr to the job log
             self.runner_log.extend(out)
-            if c.outcome == "ok" and out.strip():
+            if c.outcome == "ok" and out:  # R dynamicConfig: only an empty stdout means "no overrides"
                 try:
-                    doc = json.loads(out)
-                    if not isinstance(doc, dict):
-                        raise ValueError("not an object")
-                    self.config = doc
+                    self.config = parse_config_output(out)
                 except ValueError as exc:
                     c = StageCall("config", c.driver_exit, "system_failure", None,
                                   f"error while parsing JSON output: {exc}")
@@ -558,10 +592,20 @@ class _Job:
             if c.outcome == "ok":
                 self.job_env = {str(k): str(v) for k, v in (self.config.get("job_env") or {}).items()}
                 self.custom_env = self.variables()
-                drv = self.config.get("driver") or {}
-                if drv.get("name") and drv.get("version"):
+                # R common/build.go StartBuild (from PrepareBuildAndShell, before prepare_exec): an empty
+                # builds_dir or cache_dir -- the [[runners]] value or config's -- is a configuration
+                # error, a BuildError (not retried).
+                for key, default in (("builds_dir", self.builds_dir), ("cache_dir", self.cache_dir)):
+                    if self.config.get(key, default) == "":
+                        c = StageCall("config", c.driver_exit, "configuration_error", None,
+                                      f"the {key} is not configured")
+                        self.calls[-1] = c
+                        break
+            if c.outcome == "ok":
+                drv = self.config.get("driver") or {}  # R custom.go logStartupMessage: set, even if ""
+                if drv.get("name") is not None and drv.get("version") is not None:
                     self.line(f"Using Custom executor with driver {drv['name']} {drv['version']}...")
-                elif drv.get("name"):
+                elif drv.get("name") is not None:
                     self.line(f"Using Custom executor with driver {drv['name']}...")
                 else:
                     self.line("Using Custom executor...")
@@ -570,7 +614,7 @@ class _Job:
                 return None
             last = c
             self.cleanup()  # after every failed attempt, the build error one included
-            if c.outcome in ("build_error", "timeout"):
+            if c.outcome in ("build_error", "configuration_error", "timeout"):
                 return c
             self.line(f"ERROR: Preparation failed: {c.message}")
             if attempt < PREPARATION_RETRIES:
@@ -757,5 +801,12 @@ class _Job:
         if failure.outcome == "build_error":
             self.line(f"ERROR: Job failed: {failure.message}")
             return self.result("failed", "script_failure", failure.exit_code, project_dir)
+        if failure.outcome == "configuration_error":
+            # R common/failure_reason_mapper.go: sent as is when the instance lists it in
+            # features.failure_reasons, else runner_configuration_error -> script_failure.
+            supported = (self.payload.get("features") or {}).get("failure_reasons") or []
+            reason = "runner_configuration_error" if "runner_configuration_error" in supported else "script_failure"
+            self.line(f"ERROR: Job failed: {failure.message}")
+            return self.result("failed", reason, None, project_dir)
         self.line(f"ERROR: Job failed (system failure): {failure.message}")
         return self.result("failed", "runner_system_failure", None, project_dir)

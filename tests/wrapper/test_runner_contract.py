@@ -198,3 +198,63 @@ def test_prepare_names_the_real_reason_when_the_key_file_cannot_be_read(tmp_path
         assert f"WARNING: {reason}: usage records are unsigned".encode() in p.stdout, p.stdout
         assert b"no signing key configured" not in p.stdout
         jd.call("cleanup")
+
+
+def _config_driver(tmp_path: Path, config_stdout: str) -> list[str]:
+    p = tmp_path / "cfgdrv.sh"
+    p.write_text(f"""#!/usr/bin/env bash
+echo "$1" >> {tmp_path / 'calls'}
+case "$1" in
+  config) printf '%s' {_sh_quote(config_stdout)} ;;
+  run) bash "$2" ;;
+esac
+""")
+    p.chmod(0o755)
+    return [str(p)]
+
+
+def _sh_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def test_config_output_is_unmarshalled_into_the_runners_struct(tmp_path):
+    """R ``executors/custom/custom.go`` ``dynamicConfig``: only an *empty* stdout means "no overrides"
+    (whitespace is invalid JSON); ``json.Unmarshal`` into ``api.ConfigExecOutput`` fails on a key of
+    the wrong type; either is ``error while parsing JSON output``, retried (R ``retryCreateExecutor``)."""
+    from runner_wrapper.local_runner import run_job
+
+    from .conftest import make_payload
+
+    for out in ("\n", '{"builds_dir_is_shared": "true"}', '{"builds_dir": 5}', '{"job_env": {"A": 1}}',
+                '{"driver": {"name": 3}}'):
+        (tmp_path / "calls").unlink(missing_ok=True)
+        r = run_job(make_payload(64), driver_cmd=_config_driver(tmp_path, out), workdir=tmp_path / "w",
+                    preparation_retry_interval=0)
+        assert (r.status, r.failure_reason) == ("failed", "runner_system_failure"), out
+        assert b"error while parsing JSON output" in r.log, out
+        assert (tmp_path / "calls").read_text().split() == ["config", "cleanup"] * 3, out
+    r = run_job(make_payload(64), driver_cmd=_config_driver(tmp_path, '{"unknown": 1, "hostname": null}'),
+                workdir=tmp_path / "w")
+    assert r.status == "success", r.log.decode()
+
+
+def test_an_empty_builds_dir_is_a_configuration_error_not_retried(tmp_path):
+    """R ``common/build.go`` ``StartBuild``: ``the builds_dir is not configured`` (likewise cache_dir),
+    a BuildError with ``runner_configuration_error``, mapped to ``script_failure`` unless the
+    instance lists it (R ``common/failure_reason_mapper.go``)."""
+    from runner_wrapper.local_runner import run_job
+
+    from .conftest import make_payload
+
+    drv = _config_driver(tmp_path, '{"builds_dir": ""}')
+    r = run_job(make_payload(65), driver_cmd=drv, workdir=tmp_path / "w", preparation_retry_interval=0)
+    assert (r.status, r.failure_reason) == ("failed", "script_failure")
+    assert b"the builds_dir is not configured" in r.log
+    assert [c.stage for c in r.stages] == ["config", "cleanup"]
+    payload = make_payload(66)
+    payload["features"] = {"failure_reasons": ["script_failure", "runner_configuration_error"]}
+    r = run_job(payload, driver_cmd=_config_driver(tmp_path, "{}"), workdir=tmp_path / "w", cache_dir="")
+    assert (r.status, r.failure_reason) == ("failed", "runner_configuration_error")
+    assert b"the cache_dir is not configured" in r.log
