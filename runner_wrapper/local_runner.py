@@ -243,6 +243,8 @@ def read_exit_code_file(path: Path) -> int | None | str:
     text when that fails (the runner then reports an unknown failure)."""
     try:
         data = path.read_bytes()
+    except IsADirectoryError:
+        data = b""  # Go's os.Open opens a directory; reading it fails, so the scanner yields "" (Atoi error)
     except OSError:
         return None
     first = data.split(b"\n", 1)[0] if data else b""

@@ -32,6 +32,8 @@ def test_an_exit_1_that_wrote_no_code_is_a_system_failure_not_the_builds(tmp_pat
     # The runner's reading of a missing file, for contrast (pre-17.9 runners: no file at all).
     code_file.unlink()
     assert _interpret("build_script", 1, code_file).exit_code == 1
+    code_file.mkdir()  # os.Open succeeds on a directory, the read fails: no integer, a system failure
+    assert _interpret("build_script", 1, code_file).outcome == "system_failure"
 
 
 def test_exit_code_file_never_follows_a_planted_link(tmp_path):
