@@ -178,9 +178,11 @@ def reap_stale(cfg: WrapperConfig, backend: Any, now: float | None = None) -> li
     A job cgroup is reaped only after ``stale_after_seconds`` without activity, never while its state
     names a live driver, and never while it holds a live process (in it or in a stage child) unless
     its state proves the owner dead: a driver recorded mid-stage that no longer exists (SIGKILLed;
-    what it left is then killed).  The directory's mtime alone proves nothing: creating stage
-    children does not change it, so with ``state_dir = ""`` (no state the reaper can see) a stage
-    running longer than ``stale_after_seconds`` would look idle; its processes do not.
+    what it left is then killed).  The directory's mtime alone proves nothing: the kernel moves it
+    when a stage child is created or removed (kernfs; checked on cgroup v1), not while a stage runs,
+    so with ``state_dir = ""`` (no state the reaper can see) a stage running longer than
+    ``stale_after_seconds`` would look idle; its processes do not.  Between two stages the cgroup is
+    empty, but the last stage child's removal has just moved the mtime.
     """
     if backend.name == "psutil":
         return []

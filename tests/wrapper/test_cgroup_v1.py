@@ -244,7 +244,7 @@ def test_sampled_mean_of_a_short_run_is_unknown_and_of_a_long_run_is_right(cg_pa
 
 def test_a_running_job_is_never_reaped_without_a_state_dir(tmp_path, cg_parent):
     """Issue 10 point 3: with ``state_dir = ""`` the reaper sees no state; a job cgroup whose directory
-    looks hours old (its mtime does not change when stage children are created) but holds a running
+    looks hours old (its mtime last moved when the stage child was created) but holds a running
     stage must survive the next job's ``config``/``prepare``."""
     import subprocess
 
@@ -274,6 +274,34 @@ def test_a_running_job_is_never_reaped_without_a_state_dir(tmp_path, cg_parent):
     os.utime(running.dirs["memory"], (old, old))
     p = jd.call("config")
     assert p.returncode == 0 and not running.exists() and b"reaped stale job cgroup" in p.stderr
+
+
+def test_a_long_job_between_two_stages_is_not_reaped_without_a_state_dir(tmp_path, cg_parent):
+    """With ``state_dir = ""`` the reaper judges an empty job cgroup by its directory's mtime.  A job
+    that started long ago has, between two stages, an empty cgroup: it must not look idle.  It does
+    not, because the kernel (kernfs, cgroup v1 here) updates a cgroup directory's mtime when a child
+    is created or removed -- checked on this host's kernel: ``mkdir``/``rmdir`` of a child moves the
+    parent's mtime to now -- so each stage's own child cgroup marks the job active.  A guard, not a
+    fix: it passed before this review too."""
+    cfg = write_config(tmp_path, cg_parent).read_text()
+    cfg = cfg.replace("stale_after_seconds = 3600", "stale_after_seconds = 60")
+    cfg = cfg.replace(f'state_dir = "{tmp_path / "state"}"', 'state_dir = ""')
+    (tmp_path / "wrapper.toml").write_text(cfg)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = job_dir(tmp_path / "a", tmp_path / "wrapper.toml", make_payload(912))
+    assert a.call("prepare").returncode == 0
+    job = V1Backend(V1_ROOT, cg_parent).group("job-912")
+    old = time.time() - 7200
+    os.utime(job.dirs["memory"], (old, old))  # the job started two hours ago
+    assert a.call("run", str(a.script("s.sh", "echo step")), "get_sources").returncode == 0
+    b = job_dir(tmp_path / "b", tmp_path / "wrapper.toml", make_payload(913))
+    p = b.call("config")  # another job starts while job 912 is between two stages
+    assert p.returncode == 0 and job.exists(), p.stderr
+    assert a.call("run", str(a.script("t.sh", "echo build")), "build_script").returncode == 0
+    os.utime(job.dirs["memory"], (old, old))  # control: really idle that long, it is reaped
+    p = b.call("config")
+    assert p.returncode == 0 and not job.exists() and b"reaped stale job cgroup" in p.stderr
 
 
 def test_a_sigkilled_measure_leaves_nothing_behind(tmp_path, cg_parent):
