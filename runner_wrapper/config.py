@@ -125,6 +125,20 @@ class SigningSettings(NamedTuple):
         value = value or self.key
         return value.encode("utf-8") if value else None
 
+    def missing_key_reason(self) -> str:
+        """Why :meth:`resolve_key` found no key: the real reason when ``key_file`` is set (it
+        cannot be read, or is empty), else ``no signing key configured``."""
+        if self.key_file:
+            from runner_wrapper.isolation import read_key_file
+
+            try:
+                read_key_file(self.key_file)
+            except OSError as exc:
+                return f"[signing] key_file {self.key_file}: cannot read: {exc.strerror or exc}"
+            except ValueError:
+                return f"[signing] key_file {self.key_file} is empty"
+        return "no signing key configured"
+
 
 class SinkSettings(NamedTuple):
     #: Append-only JSONL spool; empty = no spool.

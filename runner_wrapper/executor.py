@@ -160,15 +160,29 @@ def reap_dead_measures(backend: Any) -> list[str]:
     return reaped
 
 
+def _remove_build_dir(cfg: WrapperConfig, job_id: int) -> None:
+    """The build user's per-job directory (``<[signing] build_dir>/job-<id>``), when there is one."""
+    if not cfg.signing.build_user:
+        return
+    from runner_wrapper.isolation import IsolationError, remove_job_build_dir, resolve_build_user
+
+    try:
+        remove_job_build_dir(cfg.signing.build_dir, job_id, resolve_build_user(cfg.signing.build_user))
+    except IsolationError as exc:
+        _log().warning("build directory not removed", job_id=job_id, error=str(exc))
+
+
 def reap_stale(cfg: WrapperConfig, backend: Any, now: float | None = None) -> list[str]:
     """Remove job cgroups of crashed jobs, and the groups of killed ``measure`` runs.
 
     A job cgroup is reaped only after ``stale_after_seconds`` without activity, never while its state
     names a live driver, and never while it holds a live process (in it or in a stage child) unless
     its state proves the owner dead: a driver recorded mid-stage that no longer exists (SIGKILLed;
-    what it left is then killed).  The directory's mtime alone proves nothing: creating stage
-    children does not change it, so with ``state_dir = ""`` (no state the reaper can see) a stage
-    running longer than ``stale_after_seconds`` would look idle; its processes do not.
+    what it left is then killed).  The directory's mtime alone proves nothing: the kernel moves it
+    when a stage child is created or removed (kernfs; checked on cgroup v1), not while a stage runs,
+    so with ``state_dir = ""`` (no state the reaper can see) a stage running longer than
+    ``stale_after_seconds`` would look idle; its processes do not.  Between two stages the cgroup is
+    empty, but the last stage child's removal has just moved the mtime.
     """
     if backend.name == "psutil":
         return []
@@ -195,6 +209,7 @@ def reap_stale(cfg: WrapperConfig, backend: Any, now: float | None = None) -> li
         group.remove()
         if path:
             delete_state(path)
+        _remove_build_dir(cfg, job_id)
         reaped.append(name)
         _log().warning("reaped stale job cgroup", cgroup=name, processes_killed=killed,
                        idle_seconds=round(now - last))
@@ -296,7 +311,8 @@ def _open_job(cfg: WrapperConfig, env: DriverEnv, environ: Mapping[str, str], jo
         say("WARNING: no cgroup can be created on this host: figures are approximate (psutil sampling)")
     key = cfg.signing.resolve_key(environ)
     if not key:
-        say("WARNING: no signing key configured: usage records are unsigned and the retry bot will ignore them")
+        say(f"WARNING: {cfg.signing.missing_key_reason()}: usage records are unsigned and the retry bot will "
+            f"ignore them")
     from dataclasses import asdict
 
     now = time.time()
@@ -379,13 +395,7 @@ def cmd_cleanup(cfg: WrapperConfig, environ: Mapping[str, str]) -> int:
     except CgroupError as exc:
         log.error("cleanup could not remove the job cgroup", job_id=job.id, error=str(exc))
         rc = env.system_failure
-    if cfg.signing.build_user:  # the build user's per-job directory (runner_wrapper.isolation)
-        from runner_wrapper.isolation import IsolationError, remove_job_build_dir, resolve_build_user
-
-        try:
-            remove_job_build_dir(cfg.signing.build_dir, job.id, resolve_build_user(cfg.signing.build_user))
-        except IsolationError as exc:
-            log.warning("build directory not removed", job_id=job.id, error=str(exc))
+    _remove_build_dir(cfg, job.id)  # the build user's per-job directory (runner_wrapper.isolation)
     if state is None:
         log.warning("no job state: prepare did not run or its state was lost; no usage record", job_id=job.id)
         return rc

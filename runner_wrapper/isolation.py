@@ -199,6 +199,16 @@ def remove_job_build_dir(base: str, job_id: int, user: BuildUser) -> None:
     if pid == 0:
         try:
             drop_privileges(user)
+            # Builds leave read-only trees (Go's module cache is 0555, ``chmod -R a-w``): make every
+            # directory writable first, as its owner, or its entries cannot be unlinked.  Symbolic
+            # links are not directories here; following one is harmless with the build's own rights.
+            os.chmod(path, 0o700)
+            for _root, dirs, _files, rootfd in os.fwalk(path, topdown=True):
+                for name in dirs:
+                    try:
+                        os.chmod(name, 0o700, dir_fd=rootfd)
+                    except OSError:
+                        pass
             for root, dirs, files, rootfd in os.fwalk(path, topdown=False):
                 for name in files:
                     os.unlink(name, dir_fd=rootfd)

@@ -8,7 +8,8 @@ the custom-executor parts are unchanged since v17.9.0; gitlab-mechanics.md §1 a
   ``response.json``, and ``cleanup`` (then removal of that TMPDIR) after each failed attempt; a
   build error (driver exit ``BUILD_FAILURE_EXIT_CODE``) is not retried (R ``common/build.go``
   ``retryCreateExecutor``, ``common/consts.go``; ``executors/custom/custom.go`` ``Prepare``,
-  ``Cleanup``).  Invalid ``config`` JSON is ``error while parsing JSON output`` (retried).
+  ``Cleanup``).  Invalid ``config`` JSON -- whitespace only, or a key of the wrong type, included
+  (:func:`parse_config_output`) -- is ``error while parsing JSON output`` (retried).
 - **Environment of every driver call** (R ``executors/custom/command/command.go`` ``New``,
   ``executors/custom/custom.go`` ``prepareCommand``): the runner's own environment, then
   ``TMPDIR``, ``BUILD_FAILURE_EXIT_CODE=1``, ``SYSTEM_FAILURE_EXIT_CODE=2``,
@@ -18,12 +19,22 @@ the custom-executor parts are unchanged since v17.9.0; gitlab-mechanics.md §1 a
   The last duplicate wins (Go's ``os/exec`` keeps the last value of a key), so ``job_env``
   overrides the runner's own values but not ``CUSTOM_ENV_*``.  ``JOB_RESPONSE_FILE`` is the raw,
   unexpanded payload.
-- **Expansion** is :func:`go_expand`, Go's ``os.Expand`` as the runner calls it with
-  ``JobVariables.Get`` (R ``common/variables.go``): ``$NAME`` and ``${NAME}`` become the last
-  value of NAME (empty if unset), ``$$`` becomes ``$``, ``$?``, ``$*``, ``$#``, ``$@``, ``$!`` and
-  ``$0``-``$9`` become empty, a ``$`` followed by anything else (``$(``, ``$.``) loses the ``$``
-  (the runner's legacy expansion), ``${}`` and an unclosed ``${`` are eaten; a trailing ``$`` stays.
-  Variables marked ``raw`` are not expanded.
+- **Expansion** is :func:`go_expand`, Go's ``os.Expand`` (Go ``src/os/env.go``; the runner is built
+  with Go 1.26, R ``go.mod``) as the runner calls it with ``Variables.Get`` (R
+  ``common/spec/variables.go`` ``ExpandValue``, ``ExpandWith``, ``value``): ``$NAME`` and
+  ``${NAME}`` become the last value of NAME (empty if unset) -- for a **file** variable its path,
+  ``path.Join($RUNNER_TEMP_PROJECT_DIR, NAME)``, not its contents (``tmpFile``) -- ``$$`` becomes
+  ``$``, ``$?``, ``$*``, ``$#``, ``$@``, ``$!`` and ``$0``-``$9`` become empty, a ``$`` not followed
+  by a name (``$(``, ``$.``, ``$ ``) is **kept**, ``${}`` and an unclosed ``${`` are eaten; a
+  trailing ``$`` stays.  Variables marked ``raw`` are not expanded.  The list expanded is R
+  ``Build.GetAllVariables``: the predefined variables that come before the job's (R
+  ``getBaseVariablesBeforeJob``, ``GetDefaultVariables``: ``CI_BUILDS_DIR``, ``CI_PROJECT_DIR``,
+  ``CI_CONCURRENT_ID``, ``CI_CONCURRENT_PROJECT_ID``, ``CI_SERVER``, ``CI_JOB_STATUS=running``,
+  ``CI_JOB_TIMEOUT``: ``runner_info.timeout`` or ``DefaultTimeout`` 7200, R ``GetBuildTimeout``), the
+  job's variables, then those that come *after* them and so win over a
+  job variable of the same name (R ``getBaseVariablesAfterJob``: ``CI_SHARED_ENVIRONMENT=true``,
+  always for the custom executor, R ``custom.go`` ``featuresUpdater``; ``RUNNER_TEMP_PROJECT_DIR`` =
+  ``<project dir>.tmp``).
 - **Stage order and skipping** (R ``common/build.go`` ``executeScript``, ``attemptExecuteStage``,
   ``executeAfterScript``, ``executeArchiveCache``, ``executeUploadArtifacts``,
   ``removeFileBasedVariables``): ``prepare_script`` (on failure nothing else runs);
@@ -71,6 +82,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import shlex
 import shutil
 import signal
@@ -101,7 +113,7 @@ class StageCall:
 
     stage: str
     driver_exit: int
-    #: ``ok``, ``build_error``, ``system_failure``, ``canceled`` or ``timeout``.
+    #: ``ok``, ``build_error``, ``configuration_error``, ``system_failure``, ``canceled`` or ``timeout``.
     outcome: str
     #: The exit code GitLab records for a build error (from ``BUILD_EXIT_CODE_FILE``), else ``None``.
     exit_code: int | None = None
@@ -154,8 +166,9 @@ def _shell_name(s: str) -> tuple[str, int]:
 
 
 def go_expand(value: str, lookup: Callable[[str], str]) -> str:
-    """Go's ``os.Expand(value, lookup)`` as GitLab Runner expands job variables (legacy form: a ``$``
-    not followed by a name is dropped, ``mapping("")`` being empty; a trailing ``$`` stays)."""
+    """Go's ``os.Expand(value, lookup)`` (Go ``src/os/env.go``), as GitLab Runner expands job variables:
+    invalid syntax (``${}``, an unclosed ``${``) is eaten, a ``$`` not followed by a name is left
+    untouched, a trailing ``$`` stays."""
     out: list[str] = []
     i = 0
     j = 0
@@ -163,7 +176,12 @@ def go_expand(value: str, lookup: Callable[[str], str]) -> str:
         if value[j] == "$" and j + 1 < len(value):
             out.append(value[i:j])
             name, w = _shell_name(value[j + 1:])
-            out.append(lookup(name))
+            if name == "" and w > 0:
+                pass  # invalid syntax: eat the characters
+            elif name == "":
+                out.append("$")  # valid syntax, but no name: leave the dollar untouched
+            else:
+                out.append(lookup(name))
             j += w
             i = j + 1
         j += 1
@@ -172,9 +190,19 @@ def go_expand(value: str, lookup: Callable[[str], str]) -> str:
     return "".join(out) + value[i:]
 
 
+def _variables_value(variables: Sequence[Mapping[str, Any]], key: str) -> str:
+    """R ``Variables.Value``: the *last* variable of that name's value (a file variable's contents)."""
+    for v in reversed(variables):
+        if v["key"] == key:
+            return str(v["value"])
+    return ""
+
+
 def _variables_get(variables: Sequence[Mapping[str, Any]]) -> Callable[[str], str]:
-    """R ``JobVariables.Get``: ``$`` -> ``$``; the shell's positional/special names -> empty; else the
-    *last* variable of that name, or empty."""
+    """R ``Variables.Get`` (``value(key, pathnames=true)``): ``$`` -> ``$``; the shell's
+    positional/special names -> empty; else the *last* variable of that name -- for a file variable
+    the path the runner writes it to, ``path.Join(Value("RUNNER_TEMP_PROJECT_DIR"), key)``
+    (R ``tmpFile``) -- or empty."""
     def get(key: str) -> str:
         if key == "$":
             return "$"
@@ -182,6 +210,9 @@ def _variables_get(variables: Sequence[Mapping[str, Any]]) -> Callable[[str], st
             return ""
         for v in reversed(variables):
             if v["key"] == key:
+                if v.get("file"):
+                    return posixpath.normpath(posixpath.join(_variables_value(variables, "RUNNER_TEMP_PROJECT_DIR"),
+                                                             key))
                 return str(v["value"])
         return ""
 
@@ -212,6 +243,8 @@ def read_exit_code_file(path: Path) -> int | None | str:
     text when that fails (the runner then reports an unknown failure)."""
     try:
         data = path.read_bytes()
+    except IsADirectoryError:
+        data = b""  # Go's os.Open opens a directory; reading it fails, so the scanner yields "" (Atoi error)
     except OSError:
         return None
     first = data.split(b"\n", 1)[0] if data else b""
@@ -224,20 +257,15 @@ def read_exit_code_file(path: Path) -> int | None | str:
         return str(exc)
 
 
-def _parse_bool(value: str) -> bool | None:
-    """Go's ``strconv.ParseBool`` of the lower-cased value, else ``ParseInt == 1`` (R ``JobVariables.Bool``);
-    ``None`` when the variable is unset."""
-    if value == "":
-        return None
-    v = value.lower()
-    if v in ("1", "t", "true"):
+def _setting_bool(value: str, default: bool) -> bool:
+    """A boolean build setting as R ``common/build_settings.go`` ``validate`` reads it: Go's
+    ``strconv.ParseBool`` of the raw value (``1 t T TRUE true True`` / ``0 f F FALSE false False``,
+    no lower-casing); empty or anything else is the default (the runner logs the invalid value)."""
+    if value in ("1", "t", "T", "TRUE", "true", "True"):
         return True
-    if v in ("0", "f", "false"):
+    if value in ("0", "f", "F", "FALSE", "false", "False"):
         return False
-    try:
-        return atoi(value) == 1
-    except ValueError:
-        return False
+    return default
 
 
 def _attempts(value: str) -> int:
@@ -247,6 +275,15 @@ def _attempts(value: str) -> int:
     except ValueError:
         return 1
     return max(1, min(10, n))
+
+
+#: R ``common/consts.go`` ``DefaultTimeout`` (seconds), used when the payload gives none.
+DEFAULT_TIMEOUT = 7200
+
+
+def _build_timeout(value: Any) -> int:
+    """R ``Build.GetBuildTimeout``: ``runner_info.timeout`` when positive, else ``DefaultTimeout``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else DEFAULT_TIMEOUT
 
 
 def project_slug(payload: Mapping[str, Any]) -> str:
@@ -289,6 +326,42 @@ def _acquire(table: dict[Any, set[int]], key: Any) -> int:
 def _release(table: dict[Any, set[int]], key: Any, n: int) -> None:
     with _SLOTS_LOCK:
         table.get(key, set()).discard(n)
+
+
+#: R ``executors/custom/api/config.go`` ``ConfigExecOutput``: each key's JSON type (``None`` = ``null``).
+_CONFIG_STRINGS = ("hostname", "builds_dir", "cache_dir", "shell")
+
+
+def parse_config_output(out: bytes) -> dict[str, Any]:
+    """``config``'s stdout as R ``custom.go`` ``dynamicConfig`` reads it: Go's ``json.Unmarshal`` into
+    ``ConfigExecOutput``, so a wrong type (``"builds_dir_is_shared": "true"``, a number for
+    ``builds_dir``, a non-string ``job_env`` value) is an error like invalid JSON; unknown keys are
+    ignored; ``null`` is "not set".  ``ValueError`` with the reason."""
+    doc = json.loads(out)
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"json: cannot unmarshal {type(doc).__name__} into Go value of type ConfigExecOutput")
+
+    def want(ok: bool, key: str, go_type: str) -> None:
+        if not ok:
+            raise ValueError(f"json: cannot unmarshal {type(doc[key]).__name__} into Go struct field "
+                             f"ConfigExecOutput.{key} of type {go_type}")
+
+    for key in _CONFIG_STRINGS:
+        if doc.get(key) is not None:
+            want(isinstance(doc[key], str), key, "string")
+    if doc.get("builds_dir_is_shared") is not None:
+        want(isinstance(doc["builds_dir_is_shared"], bool), "builds_dir_is_shared", "bool")
+    if doc.get("job_env") is not None:
+        want(isinstance(doc["job_env"], dict) and all(isinstance(v, str) or v is None for v in doc["job_env"].values()),
+             "job_env", "map[string]string")
+        doc["job_env"] = {k: v or "" for k, v in doc["job_env"].items()}
+    if doc.get("driver") is not None:
+        drv = doc["driver"]
+        want(isinstance(drv, dict) and all(isinstance(drv.get(k), str) or drv.get(k) is None
+                                           for k in ("name", "version")), "driver", "api.DriverInfo")
+    return {k: v for k, v in doc.items() if v is not None}
 
 
 def _interpret(stage: str, rc: int, exit_code_file: Path) -> StageCall:
@@ -511,12 +584,9 @@ class _Job:
             self.custom_env = []
             c, out = self.call(["config"], "config", self.log, split_stdout=True)  # stderr to the job log
             self.runner_log.extend(out)
-            if c.outcome == "ok" and out.strip():
+            if c.outcome == "ok" and out:  # R dynamicConfig: only an empty stdout means "no overrides"
                 try:
-                    doc = json.loads(out)
-                    if not isinstance(doc, dict):
-                        raise ValueError("not an object")
-                    self.config = doc
+                    self.config = parse_config_output(out)
                 except ValueError as exc:
                     c = StageCall("config", c.driver_exit, "system_failure", None,
                                   f"error while parsing JSON output: {exc}")
@@ -524,10 +594,20 @@ class _Job:
             if c.outcome == "ok":
                 self.job_env = {str(k): str(v) for k, v in (self.config.get("job_env") or {}).items()}
                 self.custom_env = self.variables()
-                drv = self.config.get("driver") or {}
-                if drv.get("name") and drv.get("version"):
+                # R common/build.go StartBuild (from PrepareBuildAndShell, before prepare_exec): an empty
+                # builds_dir or cache_dir -- the [[runners]] value or config's -- is a configuration
+                # error, a BuildError (not retried).
+                for key, default in (("builds_dir", self.builds_dir), ("cache_dir", self.cache_dir)):
+                    if self.config.get(key, default) == "":
+                        c = StageCall("config", c.driver_exit, "configuration_error", None,
+                                      f"the {key} is not configured")
+                        self.calls[-1] = c
+                        break
+            if c.outcome == "ok":
+                drv = self.config.get("driver") or {}  # R custom.go logStartupMessage: set, even if ""
+                if drv.get("name") is not None and drv.get("version") is not None:
                     self.line(f"Using Custom executor with driver {drv['name']} {drv['version']}...")
-                elif drv.get("name"):
+                elif drv.get("name") is not None:
                     self.line(f"Using Custom executor with driver {drv['name']}...")
                 else:
                     self.line("Using Custom executor...")
@@ -536,7 +616,7 @@ class _Job:
                 return None
             last = c
             self.cleanup()  # after every failed attempt, the build error one included
-            if c.outcome in ("build_error", "timeout"):
+            if c.outcome in ("build_error", "configuration_error", "timeout"):
                 return c
             self.line(f"ERROR: Preparation failed: {c.message}")
             if attempt < PREPARATION_RETRIES:
@@ -559,19 +639,26 @@ class _Job:
     def variables(self) -> list[tuple[str, str]]:
         """All job variables after expansion, predefined ones first (R ``GetAllVariables``)."""
         timeout = (self.payload.get("runner_info") or {}).get("timeout")
-        predefined = [("CI_BUILDS_DIR", str(self.config.get("builds_dir") or self.builds_dir)),
-                      ("CI_PROJECT_DIR", self.project_dir()),
-                      ("CI_CONCURRENT_ID", str(self.runner_id)),
-                      ("CI_CONCURRENT_PROJECT_ID", str(self.project_runner_id)),
-                      ("CI_SERVER", "yes"), ("CI_RUNNER_SHORT_TOKEN", self.short_token),
-                      ("CI_JOB_TIMEOUT", str(timeout if timeout is not None else ""))]
-        if self.shared:
-            predefined.append(("CI_SHARED_ENVIRONMENT", "true"))
-        items: list[dict[str, Any]] = [{"key": k, "value": v, "raw": False} for k, v in predefined]
+        project_dir = self.project_dir()
+        # R getBaseVariablesBeforeJob (Runner.GetVariables, then GetDefaultVariables).
+        before = [("CI_RUNNER_SHORT_TOKEN", self.short_token),
+                  ("CI_BUILDS_DIR", str(self.config.get("builds_dir") or self.builds_dir)),
+                  ("CI_PROJECT_DIR", project_dir),
+                  ("CI_CONCURRENT_ID", str(self.runner_id)),
+                  ("CI_CONCURRENT_PROJECT_ID", str(self.project_runner_id)),
+                  ("CI_SERVER", "yes"), ("CI_JOB_STATUS", "running"),
+                  ("CI_JOB_TIMEOUT", str(_build_timeout(timeout)))]
+        # R getBaseVariablesAfterJob: after the job's variables, so these win over a job variable.
+        # CI_SHARED_ENVIRONMENT, not CI_DISPOSABLE_ENVIRONMENT: the custom executor always declares
+        # features.Shared (R executors/custom/custom.go featuresUpdater), whatever builds_dir_is_shared says.
+        after = [("CI_SHARED_ENVIRONMENT", "true"),
+                 ("RUNNER_TEMP_PROJECT_DIR", project_dir + ".tmp")]
+        items: list[dict[str, Any]] = [{"key": k, "value": v, "raw": False} for k, v in before]
         for v in self.payload.get("variables") or []:
             if isinstance(v, Mapping) and isinstance(v.get("key"), str):
                 items.append({"key": v["key"], "value": "" if v.get("value") is None else str(v["value"]),
-                              "raw": bool(v.get("raw"))})
+                              "raw": bool(v.get("raw")), "file": bool(v.get("file"))})
+        items += [{"key": k, "value": v, "raw": False} for k, v in after]
         out = [(v["key"], v["value"]) for v in expand_variables(items)]
         services = self.payload.get("services") or []
         out.append(("CI_JOB_SERVICES", json.dumps([
@@ -670,7 +757,8 @@ class _Job:
                                                        [str(x) for x in after["script"]], project_dir),
                                "Running after_script")
                 if c.outcome not in ("ok",) and not self.timed_out:
-                    if failure is None and _parse_bool(self.lookup("AFTER_SCRIPT_IGNORE_ERRORS")) is False:
+                    # R build_settings.go: AfterScriptIgnoreErrors, DefaultAfterScriptIgnoreErrors = true.
+                    if failure is None and not _setting_bool(self.lookup("AFTER_SCRIPT_IGNORE_ERRORS"), True):
                         failure = c
                     else:
                         self.line(f"WARNING: after_script failed, but job will continue unaffected: {c.message}")
@@ -715,5 +803,12 @@ class _Job:
         if failure.outcome == "build_error":
             self.line(f"ERROR: Job failed: {failure.message}")
             return self.result("failed", "script_failure", failure.exit_code, project_dir)
+        if failure.outcome == "configuration_error":
+            # R common/failure_reason_mapper.go: sent as is when the instance lists it in
+            # features.failure_reasons, else runner_configuration_error -> script_failure.
+            supported = (self.payload.get("features") or {}).get("failure_reasons") or []
+            reason = "runner_configuration_error" if "runner_configuration_error" in supported else "script_failure"
+            self.line(f"ERROR: Job failed: {failure.message}")
+            return self.result("failed", reason, None, project_dir)
         self.line(f"ERROR: Job failed (system failure): {failure.message}")
         return self.result("failed", "runner_system_failure", None, project_dir)

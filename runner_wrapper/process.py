@@ -82,10 +82,6 @@ def spawn_in_cgroup(argv: Sequence[str], attach_files: Sequence[str], env: Mappi
         step = "cgroup"
         try:
             os.close(r)
-            if pdeathsig:
-                _set_pdeathsig()
-                if os.getppid() != parent:  # the parent died before prctl took effect
-                    os._exit(137)
             for sig in (_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
                 _signal.signal(sig, _signal.SIG_DFL)
             me = str(os.getpid()).encode()
@@ -99,6 +95,14 @@ def spawn_in_cgroup(argv: Sequence[str], attach_files: Sequence[str], env: Mappi
             if pre_exec is not None:
                 step = "user"
                 pre_exec()
+            if pdeathsig:
+                # Only now: the kernel clears the parent-death signal whenever the credentials change
+                # (kernel/cred.c commit_creds: "task->pdeath_signal = 0" on a new euid/egid), so set
+                # before pre_exec drops to the build user it would be gone.
+                step = "pdeathsig"
+                _set_pdeathsig()
+                if os.getppid() != parent:  # the parent died before prctl took effect
+                    os._exit(137)
             if cwd:
                 step = "cwd"
                 os.chdir(cwd)
@@ -132,6 +136,8 @@ def spawn_in_cgroup(argv: Sequence[str], attach_files: Sequence[str], env: Mappi
             raise SpawnError(f"cannot change to {cwd}: {text}")
         if step == "user":
             raise SpawnError(f"cannot switch to the build user: {text}")
+        if step == "pdeathsig":
+            raise SpawnError(f"cannot set the parent-death signal: {text}")
         raise SpawnError(f"cannot join the cgroup: {text}")
     return pid
 

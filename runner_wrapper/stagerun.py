@@ -216,15 +216,19 @@ NO_EXIT_CODE_FILE = ("WARNING: BUILD_EXIT_CODE_FILE is not set (GitLab Runner ol
 
 
 def check_exit_code_file(env: DriverEnv) -> None:
-    """Start every ``run`` with no exit-code file left by an earlier stage (checked *before* the script runs).
+    """Start every ``run`` with an *empty* exit-code file (done *before* the script runs).
 
     GitLab Runner never deletes ``$BUILD_EXIT_CODE_FILE`` between stages (only the whole TMPDIR at
-    cleanup) and reads it whenever a stage exits with the build-failure code (gitlab-runner
-    ``executors/custom/command/command.go`` ``parseBuildFailure``), so an earlier stage's code could
-    be reported for a later failure.  The file is removed rather than emptied: the runner reads an
-    empty file as ``strconv.Atoi("")`` -- an error, hence a system failure -- and a missing one as
-    exit code 1.  Runners before 17.9 set no such variable: the stage runs anyway (GitLab then
-    records 1 for every failure).
+    cleanup) and reads it whenever a driver call exits with the build-failure code (gitlab-runner
+    ``executors/custom/command/command.go`` ``parseBuildFailure``): a file it cannot open gives a
+    ``BuildError`` with exit code 1 (``script_failure``); otherwise the first line goes through
+    ``strconv.Atoi``, and an empty line fails it, which gives an ``UnknownFailureError``, i.e.
+    ``runner_system_failure``.  So the file is *truncated*, not removed: every deliberate build
+    failure writes its code (:func:`_write_exit_code`), and an exit 1 that wrote nothing -- the
+    wrapper died of an uncaught exception, Python's exit status 1 -- then reads as the system
+    failure it is, never as the build's ``script_failure``, nor with an earlier stage's code.
+    Runners before 17.9 set no such variable: the stage runs anyway (GitLab then records 1 for
+    every failure).
     """
     if not env.exit_code_file:
         return
@@ -232,11 +236,11 @@ def check_exit_code_file(env: DriverEnv) -> None:
     if not os.path.isdir(parent):
         raise SystemFailure(f"BUILD_EXIT_CODE_FILE {env.exit_code_file}: directory {parent} does not exist")
     try:
-        os.unlink(env.exit_code_file)
-    except FileNotFoundError:
-        pass
+        # O_NOFOLLOW: the runner's TMPDIR is 0700, but never follow a link planted there.
+        os.close(os.open(env.exit_code_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o600))
     except OSError as exc:
-        raise SystemFailure(f"cannot remove the previous stage's BUILD_EXIT_CODE_FILE {env.exit_code_file}: "
+        raise SystemFailure(f"cannot empty the previous stage's BUILD_EXIT_CODE_FILE {env.exit_code_file}: "
                             f"{exc.strerror}") from None
 
 

@@ -111,7 +111,7 @@ def test_go_expand_is_the_runners_variable_expansion():
     env = {"A": "x", "A_B": "y", "EMPTY": ""}
     get = lambda k: {"$": "$", "?": ""}.get(k, env.get(k, ""))  # noqa: E731
     cases = {"$A": "x", "${A}": "x", "$A_B-c": "y-c", "pre${A}post": "prexpost", "$$": "$", "$$A": "$A",
-             "$?": "", "$(ls)": "(ls)", "a$.b": "a.b", "cost $": "cost $", "${}": "", "${A": "A",
+             "$?": "", "$(ls)": "$(ls)", "a$.b": "a$.b", "cost $": "cost $", "${}": "", "${A": "A",
              "$UNSET": "", "100%": "100%", "$1$2": ""}
     for raw, want in cases.items():
         assert go_expand(raw, get) == want, raw
