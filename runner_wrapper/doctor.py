@@ -50,7 +50,7 @@ def diagnose(cfg: WrapperConfig, environ: Mapping[str, str]) -> dict[str, Any]:
                         f"NO KEY (set [signing] key_file, ${cfg.signing.key_env} or [signing] key): records will be unsigned "
                         f"and the retry bot will ignore them")
     if not key:
-        problems.append("no signing key configured")
+        problems.append(cfg.signing.missing_key_reason())
     warnings: list[str] = []
     if key:  # can a build get this key, or change the figures it signs? (docs/usage-record.md, threat model)
         from runner_wrapper.isolation import protection_report

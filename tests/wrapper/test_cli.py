@@ -106,3 +106,14 @@ def test_measure_of_a_short_command_reports_unknown_sampled_figures_not_zero(tmp
         d = f"/sys/fs/cgroup/{ctrl}/rightsizer-test-{os.getpid()}-short"
         if os.path.isdir(d):
             os.rmdir(d)
+
+
+def test_doctor_names_the_real_reason_for_an_unusable_key_file(tmp_path):
+    """A ``key_file`` that is set but missing is not "no signing key configured": say why."""
+    missing = tmp_path / "no-such-key"
+    cfg = write_config(tmp_path, "rightsizer-doctor-kf", extra=f'[signing]\nkey_file = "{missing}"\n')
+    env = {k: v for k, v in os.environ.items() if k != "RIGHTSIZER_SIGNING_KEY"}
+    p = rw("--config", str(cfg), "doctor", env=env)
+    out = p.stdout.decode()
+    assert p.returncode == 1, out
+    assert f"PROBLEM: [signing] key_file {missing}: cannot read:" in out, out
