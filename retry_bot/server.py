@@ -4,7 +4,8 @@
   ``{"variables": {"KUBERNETES_MEMORY_REQUEST": "2100M", "KUBERNETES_MEMORY_LIMIT": "3000M",
   "KUBERNETES_CPU_REQUEST": "1500m", "KUBERNETES_CPU_LIMIT": "1800m"}}``; 400 when the spec is
   missing or invalid.  The runner wrapper may send ``job_name`` (instead of, or besides,
-  ``spec``), ``project`` and ``ref``.  An ``X-Rightsizer-Explain: 1`` header adds an
+  ``spec``), ``project`` and ``ref``.  The answer holds only GitLab job keywords (Spack merges
+  every top-level key into the job); ``GET /v1/allocation/explain`` (same query) adds an
   ``explanation`` object (key used, samples, figures).
 * ``POST /v1/usage``: one signed usage record (JSON object) or JSON Lines of them, with
   ``Authorization: Bearer TOKEN``.  401 without a valid token, 413 above the body limit,
@@ -413,16 +414,18 @@ class AllocationServer:
                     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
                     self._send(200, generate_latest(server.registry), "metrics", CONTENT_TYPE_LATEST)
-                elif parts.path == "/v1/allocation":
+                elif parts.path in ("/v1/allocation", "/v1/allocation/explain"):
                     started = time.perf_counter()
                     try:
                         status, payload = server.allocation(parse_qs(parts.query, keep_blank_values=True))
                     except Exception as exc:  # noqa: BLE001 - answer, log, keep serving
                         server.log.error("allocation.failed", error=str(exc))
                         status, payload = 500, {"error": "internal error"}
+                    # Spack deep-merges every top-level key into the job (gitlab-mechanics.md §11.6):
+                    # /v1/allocation answers only ``variables``; the reasoning has its own endpoint.
                     alloc = payload.pop("_alloc", None)
-                    if alloc is not None and self.headers.get("X-Rightsizer-Explain") == "1":
-                        payload["explanation"] = alloc.as_dict()
+                    if alloc is not None and parts.path.endswith("/explain"):
+                        payload = {"variables": payload["variables"], "explanation": alloc.as_dict()}
                     server.metrics.latency.observe(time.perf_counter() - started)
                     self._send(status, payload, "allocation")
                 else:
