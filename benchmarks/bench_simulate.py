@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from retry_bot.predict.sources import load_policy_and_settings  # noqa: E402
 from retry_bot.simulate import (  # noqa: E402
-    _as_alloc, compute_metrics, load_trace, make_allocator, read_trace, resize_view_from_policy, simulate,
+    _as_alloc, compute_metrics, load_trace, make_allocator, read_trace, replay_from_policy, simulate,
 )
 
 DEFAULT_TRACE = str(Path(__file__).resolve().parents[2] / "shared" / "bench" / "trace-public.jsonl.gz")
@@ -90,7 +90,7 @@ def sliced_trace(src: str, dst: str, start: float, step: int = 1) -> None:
 
 
 def run_all(trace: str, policy, settings, names, split: bool):
-    view = resize_view_from_policy(policy)
+    view = replay_from_policy(policy)
     jobs = load_trace(trace, settings.keys)
     rows = []
     for name in names:

@@ -118,6 +118,10 @@ class Bot:
             log.error("policy_reload_rejected", policy=self.policy_path, kept="the last good policy", error=str(exc))
             return False
         self._policy = new
+        if self._http is not None and hasattr(self._http, "configure"):
+            from retry_bot.predict.sources import clamp_from_policy, settings_from_policy
+
+            self._http.configure(settings_from_policy(new), clamp_from_policy(new))
         log.info("policy_reloaded", policy=self.policy_path or "<embedded default>")
         return True
 
@@ -231,13 +235,12 @@ class Bot:
         except ImportError:  # the prediction endpoints are optional
             self._http = _start_http(host, int(port), self)
             return f"http://{host}:{self._http.server_address[1]}"
-        from retry_bot.predict.estimator import Clamp
-        from retry_bot.predict.sources import settings_from_policy
+        from retry_bot.predict.sources import clamp_from_policy, settings_from_policy
 
         srv = _HealthAwareServer(self, store=self.store, tokens=self.config.usage_tokens,
                                signing_keys=self.config.signing_keys, registry=self.metrics.registry,
                                settings=settings_from_policy(self._policy),
-                               clamp=Clamp(max_memory_bytes=self._policy.memory_cap()),
+                               clamp=clamp_from_policy(self._policy),
                                host=host, port=int(port), clock=self.clock)
         srv.start()
         self._http = srv
@@ -289,8 +292,7 @@ class HistoryPredictor:
     def _refresh_settings(self) -> None:
         """Take ``[prediction]`` and the memory cap from the policy in force (it may be reloaded)."""
         from retry_bot.predict import DEFAULT_SETTINGS
-        from retry_bot.predict.estimator import Clamp
-        from retry_bot.predict.sources import settings_from_policy
+        from retry_bot.predict.sources import clamp_from_policy, settings_from_policy
 
         pol = self.policy() if self.policy is not None else None
         if pol is self._settings_for:
@@ -300,10 +302,11 @@ class HistoryPredictor:
         if settings != self.settings:
             self._index = None  # keys or trust rules may differ: rebuild from the store
         self.settings = settings
-        self.clamp = Clamp(max_memory_bytes=pol.memory_cap()) if pol is not None else Clamp()
+        self.clamp = clamp_from_policy(pol)
 
     def __call__(self, facts: Any, record: Any) -> int | None:
-        from retry_bot.predict import extract_key, predict_for_retry
+        from retry_bot.predict import extract_key
+        from retry_bot.predict.estimator import resize_prediction
         from retry_bot.predict.sources import index_from_store
 
         self._refresh_settings()
@@ -316,11 +319,8 @@ class HistoryPredictor:
         killed = []
         if record is not None and record.oom_killed and record.limits.memory_limit_bytes:
             killed.append(float(record.limits.memory_limit_bytes))
-        alloc = predict_for_retry(self._index, key, now, killed, self.settings, clamp=self.clamp,
-                                  ref=facts.ref, protected=facts.protected)
-        if alloc.samples <= 0:
-            return None
-        return int(alloc.memory_limit_bytes or alloc.memory_request_bytes)
+        return resize_prediction(self._index, key, now, killed, self.settings, clamp=self.clamp,
+                                 ref=facts.ref, protected=facts.protected)
 
 
 def _HealthAwareServer(bot: Bot, **kw: Any) -> Any:  # noqa: N802 - a class factory

@@ -320,6 +320,21 @@ class AllocationServer:
                 self._loaded_at = now
             return self._index
 
+    def configure(self, settings: PredictionSettings, clamp: Clamp) -> None:
+        """Take a reloaded policy's ``[prediction]`` settings and caps (SIGHUP).
+
+        Requests already running finish with the old ones; history is re-read when the
+        settings changed (keys or trust rules may differ).
+        """
+        with self._lock:
+            changed = settings != self.settings
+            self.settings = settings
+            self.clamp = clamp
+            if changed:
+                self._index = new_index(settings)
+                if self.store is not None:
+                    self._loaded_at = -1e18
+
     def invalidate(self) -> None:
         with self._lock:
             if self.store is not None:

@@ -35,11 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
-    from retry_bot.predict.estimator import Clamp
-    from retry_bot.predict.sources import load_policy_and_settings
+    from retry_bot.predict.sources import clamp_from_policy, load_policy_and_settings
     from retry_bot.problems import ConfigError
     from retry_bot.server import AllocationServer
-    from retry_bot.simulate import resize_view_from_policy
     from retry_bot.state import STATE_URL_ENV, StateError, open_store
     from runner_wrapper.logconfig import get_logger
 
@@ -53,7 +51,6 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"retry-bot serve: invalid policy:\n{exc}", file=sys.stderr)
         return 2
-    view = resize_view_from_policy(policy)
     url = args.state or os.environ.get(STATE_URL_ENV)
     store = None
     if url:
@@ -73,12 +70,26 @@ def run(args: argparse.Namespace) -> int:
     try:
         server = AllocationServer(store=store, settings=settings, tokens=tokens, signing_keys=keys,
                                   registry=CollectorRegistry(), max_body=args.max_body,
-                                  clamp=Clamp(view.max_memory, view.max_cpus), host=host.strip("[]"),
+                                  clamp=clamp_from_policy(policy), host=host.strip("[]"),
                                   port=int(port), refresh_seconds=args.refresh)
     except OSError as exc:
         print(f"retry-bot serve: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+    def on_hup(*_: object) -> None:  # reload the policy: [prediction] and the caps (keep the last good one)
+        if not args.policy:
+            return
+        try:
+            new_policy, new_settings = load_policy_and_settings(args.policy)
+        except ConfigError as exc:
+            log.error("serve.policy_reload_rejected", policy=args.policy, kept="the last good policy",
+                      problems=[str(p) for p in exc.problems])
+            return
+        server.configure(new_settings, clamp_from_policy(new_policy))
+        log.info("serve.policy_reloaded", policy=args.policy)
+
+    signal.signal(signal.SIGHUP, on_hup)
     log.info("serve.listening", url=server.url)
     try:
         server.serve_forever()

@@ -49,7 +49,8 @@ from retry_bot.predict.history import HistoryIndex, LevelHistory, Observation
 from retry_bot.predict.keys import JobKey
 from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings
 
-__all__ = ["Allocation", "StaticSize", "Clamp", "estimate", "predict", "predict_for_retry", "gantry_variables",
+__all__ = ["Allocation", "StaticSize", "Clamp", "estimate", "predict", "predict_for_retry", "resize_prediction",
+           "gantry_variables",
            "new_index", "attach", "record_calibration"]
 
 HOUR = 3600.0
@@ -512,3 +513,25 @@ def predict_for_retry(
     out = _finish(mreq, new_lim, base.cpu_request_cores, base.cpu_limit_cores, settings, clamp,
                   key=base.key, level=base.level, samples=base.samples, source="retry", figures=figures)
     return out
+
+
+def resize_prediction(
+    index: HistoryIndex,
+    key: JobKey,
+    now: float,
+    killed_limits: Sequence[float],
+    settings: PredictionSettings = DEFAULT_SETTINGS,
+    clamp: Clamp = Clamp(),
+    ref: str | None = None,
+    protected: bool | None = None,
+) -> int | None:
+    """The ``predicted_memory_bytes`` a resize decision takes (:func:`retry_bot.decide.decide`).
+
+    The limit :func:`predict_for_retry` gives after kills at ``killed_limits``; ``None``
+    without trusted history for the key (the policy's bump rule alone decides then).
+    Used by the live bot (``retry_bot.daemon.HistoryPredictor``) and the replay alike.
+    """
+    alloc = predict_for_retry(index, key, now, killed_limits, settings, clamp=clamp, ref=ref, protected=protected)
+    if alloc.samples <= 0:
+        return None
+    return int(alloc.memory_limit_bytes or alloc.memory_request_bytes)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import tomllib
 from typing import Any, Iterable
 
-from retry_bot.predict.estimator import new_index
+from retry_bot.predict.estimator import Clamp, new_index
 from retry_bot.predict.history import HistoryIndex, Observation, observation_from_record
 from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings, parse_prediction_settings
 from retry_bot.problems import ConfigError, Problem
 
 __all__ = ["index_from_store", "index_from_rows", "index_from_trace", "load_policy_and_settings",
-           "settings_from_policy"]
+           "settings_from_policy", "clamp_from_policy"]
 
 
 def index_from_rows(rows: Iterable[dict], settings: PredictionSettings = DEFAULT_SETTINGS) -> HistoryIndex:
@@ -109,3 +109,17 @@ def settings_from_policy(policy: Any) -> PredictionSettings:
         return DEFAULT_SETTINGS
     settings, problems = parse_prediction_settings(dict(table), "prediction")
     return settings
+
+
+def clamp_from_policy(policy: Any) -> Clamp:
+    """The predictor's caps from the policy: the one place ``serve``, the live bot and ``simulate`` take them.
+
+    Memory: :meth:`Policy.memory_cap` (``resize.max_memory`` and the top of the runner-class
+    ladder).  CPU: the largest ``max_cpus`` of the runner classes (unbounded without classes).
+    ``None`` (no policy): unbounded.
+    """
+    if policy is None:
+        return Clamp()
+    classes = tuple(getattr(policy, "runner_classes", ()) or ())
+    max_cpus = max((float(rc.max_cpus) for rc in classes), default=None)
+    return Clamp(max_memory_bytes=float(policy.memory_cap()), max_cpu_cores=max_cpus)
