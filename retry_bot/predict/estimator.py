@@ -278,6 +278,8 @@ def record_calibration(index: HistoryIndex, obs: Observation, trusted: bool,
     The residual is ``log(peak / base)`` where ``base`` is the uncalibrated
     limit the model would have given just before this run was recorded.
     """
+    if settings.oom_budget_per_100 > 0:
+        index.calibration.note_outcome(obs.is_oom, settings.oom_budget_per_100 / 100.0, settings.oom_budget_gain)
     if obs.is_oom or not obs.memory_peak_bytes:
         return
     chosen = _choose(index.levels_for(obs.key), settings)
@@ -313,7 +315,8 @@ def new_index(settings: PredictionSettings = DEFAULT_SETTINGS) -> HistoryIndex:
 def _kill_cost_bytes(index: HistoryIndex | None, settings: PredictionSettings, base: float) -> float:
     """What one OOM kill is worth in bytes of limit: ``oom_cost`` x the fleet's mean peak."""
     unit = index.fleet_mean_peak() if index is not None else None
-    return settings.oom_cost * (unit or base)
+    factor = math.exp(index.calibration.price_log) if index is not None else 1.0
+    return settings.oom_cost * factor * (unit or base)
 
 
 def _margin(index: HistoryIndex | None, trusted: bool, group: int, settings: PredictionSettings,

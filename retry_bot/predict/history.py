@@ -77,9 +77,15 @@ class Calibration:
     """
 
     CLIP = 8.0
+    #: Bounds of the OOM-budget feedback on the price of a kill (a factor of 1/50 .. 50).
+    PRICE_LOG_BOUND = math.log(50.0)
 
     def __init__(self, size: int = 2000):
         self.size = size
+        #: log of the factor the OOM-budget feedback applies to the price of a kill.
+        self.price_log = 0.0
+        self.kills = 0
+        self.outcomes = 0
         self._sorted: dict[tuple[bool, int], list[float]] = {}
         self._fifo: dict[tuple[bool, int], deque[float]] = {}
         self._version: dict[tuple[bool, int], int] = {}
@@ -129,6 +135,18 @@ class Calibration:
             self._cache[ck] = (self._version.get(group, 0), best_m)
             return best_m
         return None
+
+    def note_outcome(self, killed: bool, budget_rate: float, gain: float) -> None:
+        """OOM-budget feedback: a kill raises the price of kills, a finished job lowers it.
+
+        Stochastic approximation of ``P(kill per job) = budget_rate``: the log price moves by
+        ``gain * (1 - budget_rate)`` per kill and ``-gain * budget_rate`` per finished job, so it
+        stops moving when kills come at the budgeted rate.
+        """
+        self.outcomes += 1
+        self.kills += killed
+        step = gain * ((1.0 - budget_rate) if killed else -budget_rate)
+        self.price_log = max(-self.PRICE_LOG_BOUND, min(self.PRICE_LOG_BOUND, self.price_log + step))
 
     def count(self, trusted: bool, level: int = -1) -> int:
         return len(self._sorted.get((trusted, level), ()))

@@ -60,6 +60,14 @@ class PredictionSettings:
     #: farm's sizes.  Used once calibration_min residuals exist; kept between limit_margin
     #: and max_margin (a factor).
     oom_cost: float = 36.0
+    #: OOM kills the admin accepts per 100 jobs (0: off).  When set, the price of a kill
+    #: (``oom_cost``) is only the starting point: every observed OOM kill raises it and every
+    #: finished job lowers it a little (online, causally, from the farm's own outcomes), so
+    #: kills settle at this rate on any farm; the residuals still decide how the headroom is
+    #: shared between keys (noisy, bimodal or drifting ones get more).
+    oom_budget_per_100: float = 0.0
+    #: Step of that feedback, in log(price) per kill.
+    oom_budget_gain: float = 0.08
     calibration_min: int = 200
     max_margin: float = 3.0
     #: The smallest margin: the limit is at least base x (1 + this) and every known peak
@@ -128,6 +136,8 @@ _NUMERIC: dict[str, tuple[type, float, float]] = {
     "limit_z": (float, 0.0, 10.0),
     "limit_margin": (float, 0.0, 10.0),
     "oom_cost": (float, 0.0, 1e6),
+    "oom_budget_per_100": (float, 0.0, 100.0),
+    "oom_budget_gain": (float, 0.0, 2.0),
     "calibration_min": (int, 1, 1_000_000),
     "max_margin": (float, 1.0, 100.0),
     "prior_spread": (float, 0.0, 5.0),
