@@ -191,7 +191,7 @@ def generate(seed: int, mix: Mix = Mix(), start: str = "2025-01-06T00:00:00Z") -
             log_peak += p.regime
         if p.p_high and rng.random() < p.p_high:
             log_peak += math.log(p.high)
-        peak = int(min(max(math.exp(log_peak), 20e6), 180e9))
+        peak = int(min(max(math.exp(log_peak), 20e6), 90e9))   # every build fits the largest runner (96Gi)
         r = min(0.95, max(0.05, p.mean_ratio * math.exp(rng.gauss(0, 0.1))))
         mean = int(peak * r)
         frac_peak = round(max(0.01, min(2 * min(r, 1 - r), 1.0) * rng.uniform(0.3, 0.99)), 4)

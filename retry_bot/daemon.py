@@ -272,8 +272,8 @@ class HistoryPredictor:
 
     :func:`retry_bot.decide.decide` takes the larger of it and the bump rule, then the
     caps.  Only trusted history counts (see :mod:`retry_bot.predict`); without any,
-    it has no opinion (``None``).  The index is rebuilt from the state store at most
-    every ``refresh_seconds``.
+    it has no opinion (``None``).  The history follows the state store incrementally
+    (:class:`retry_bot.predict.live.LiveHistory`: new records only, no reload).
     """
 
     def __init__(self, store: Any, *, policy: Callable[[], Any] | None = None,
@@ -300,27 +300,27 @@ class HistoryPredictor:
         self._settings_for = pol
         settings = settings_from_policy(pol) if pol is not None else DEFAULT_SETTINGS
         if settings != self.settings:
-            self._index = None  # keys or trust rules may differ: rebuild from the store
+            self._index = None  # keys or trust rules may differ: follow the store afresh
         self.settings = settings
         self.clamp = clamp_from_policy(pol)
 
     def __call__(self, facts: Any, record: Any) -> int | None:
         from retry_bot.predict import extract_key
         from retry_bot.predict.estimator import resize_prediction
-        from retry_bot.predict.sources import index_from_store
+        from retry_bot.predict.live import LiveHistory
 
         self._refresh_settings()
         now = self.clock()
-        if self._index is None or now - self._loaded >= self.refresh_seconds:
-            self._index = index_from_store(self.store, self.settings)
-            self._loaded = now
+        if self._index is None:
+            self._index = LiveHistory(self.store, self.settings)
+        self._index.catch_up()
         key = extract_key(self.settings.keys, job_name=facts.name, variables=dict(facts.variables),
                           project=facts.project_path)
         killed = []
         if record is not None and record.oom_killed and record.limits.memory_limit_bytes:
             killed.append(float(record.limits.memory_limit_bytes))
-        return resize_prediction(self._index, key, now, killed, self.settings, clamp=self.clamp,
-                                 ref=facts.ref, protected=facts.protected)
+        return self._index.locked(lambda index: resize_prediction(
+            index, key, now, killed, self.settings, clamp=self.clamp, ref=facts.ref, protected=facts.protected))
 
 
 def _HealthAwareServer(bot: Bot, **kw: Any) -> Any:  # noqa: N802 - a class factory

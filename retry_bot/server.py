@@ -16,7 +16,10 @@
 
 Construct :class:`AllocationServer` with explicit collaborators (store, settings, tokens,
 keys, registry) and call :meth:`serve_forever` / :meth:`start` (background thread).
-History is re-read from the store at most every ``refresh_seconds`` (and after an ingest).
+History follows the store incrementally (:class:`retry_bot.predict.live.LiveHistory`): a
+background thread applies new records every ``refresh_seconds`` (at once after an ingest), and
+a request applies what is new inline only when no one else is doing so; allocations never wait
+for a reload.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from retry_bot.predict.estimator import Clamp, gantry_variables, new_index, predict
 from retry_bot.predict.history import HistoryIndex
+from retry_bot.predict.live import LiveHistory
 from retry_bot.predict.keys import SpecError, extract_key, parse_spack_spec
 from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings
 
@@ -272,9 +276,13 @@ class AllocationServer:
         self.clock = clock
         self.refresh_seconds = refresh_seconds
         self._index = index if index is not None else new_index(settings)
-        self._loaded_at = -1e18 if store is not None else clock()
+        self._live = LiveHistory(store, settings) if store is not None else None
+        self._due_at = -1e18
         self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._refresher: threading.Thread | None = None
         from runner_wrapper.logconfig import get_logger, register_secret
 
         for t in self.tokens:
@@ -295,14 +303,38 @@ class AllocationServer:
 
     def start(self) -> "AllocationServer":
         """Serve in a background daemon thread."""
+        self._start_refresher()
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="allocation-server", daemon=True)
         self._thread.start()
         return self
 
     def serve_forever(self) -> None:
+        self._start_refresher()
         self.httpd.serve_forever()
 
+    def _start_refresher(self) -> None:
+        if self._live is None or self._refresher is not None:
+            return
+        self._refresher = threading.Thread(target=self._refresh_loop, name="history-refresh", daemon=True)
+        self._refresher.start()
+
+    def _refresh_loop(self) -> None:
+        """Apply new usage records as they arrive (never holding the model lock across I/O)."""
+        while not self._stopping.is_set():
+            live = self._live
+            try:
+                if live is not None:
+                    n = live.catch_up()
+                    if n:
+                        self.log.debug("history.updated", records=n, total=live.applied)
+            except Exception as exc:  # noqa: BLE001 - the store may be briefly unavailable
+                self.log.error("history.refresh_failed", error=str(exc))
+            self._wake.wait(max(self.refresh_seconds, 0.2))
+            self._wake.clear()
+
     def close(self) -> None:
+        self._stopping.set()
+        self._wake.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         if self._thread is not None:
@@ -310,15 +342,21 @@ class AllocationServer:
 
     # ------------------------------------------------------------------ history
     def index(self) -> HistoryIndex:
-        """The current history, re-read from the store when older than ``refresh_seconds``."""
-        with self._lock:
-            now = self.clock()
-            if self.store is not None and now - self._loaded_at >= self.refresh_seconds:
-                from retry_bot.predict.sources import index_from_store
+        """The current history (followed incrementally when there is a store)."""
+        live = self._live
+        return live.index if live is not None else self._index
 
-                self._index = index_from_store(self.store, self.settings)
-                self._loaded_at = now
-            return self._index
+    def _predict(self, key: Any, ref: str | None) -> Any:
+        """The allocation from the model as it stands; applies new records first when due and free."""
+        live = self._live
+        if live is None:
+            with self._lock:
+                return predict(self._index, key, self.clock(), self.settings, None, self.clamp, ref)
+        mono = time.monotonic()
+        if mono >= self._due_at:
+            self._due_at = mono + self.refresh_seconds
+            live.catch_up(live.inline_pages, wait=False)   # a few pages at most; never waits for a reader
+        return live.predict(key, self.clock(), self.clamp, ref)
 
     def configure(self, settings: PredictionSettings, clamp: Clamp) -> None:
         """Take a reloaded policy's ``[prediction]`` settings and caps (SIGHUP).
@@ -326,19 +364,31 @@ class AllocationServer:
         Requests already running finish with the old ones; history is re-read when the
         settings changed (keys or trust rules may differ).
         """
-        with self._lock:
-            changed = settings != self.settings
-            self.settings = settings
-            self.clamp = clamp
-            if changed:
-                self._index = new_index(settings)
-                if self.store is not None:
-                    self._loaded_at = -1e18
+        changed = settings != self.settings
+        self.clamp = clamp
+        if not changed:
+            return
+        if self.store is None:
+            with self._lock:
+                self.settings = settings
+            return
+        # new keys or trust rules: build the new model beside the old one, then swap
+        fresh = LiveHistory(self.store, settings)
+
+        def build() -> None:
+            try:
+                fresh.catch_up()
+            finally:
+                self.settings = settings
+                self._live = fresh
+                self._wake.set()
+
+        threading.Thread(target=build, name="history-rebuild", daemon=True).start()
 
     def invalidate(self) -> None:
-        with self._lock:
-            if self.store is not None:
-                self._loaded_at = -1e18
+        """New records were stored: apply them soon."""
+        self._due_at = -1e18
+        self._wake.set()
 
     # ------------------------------------------------------------------ endpoints
     def allocation(self, query: Mapping[str, list[str]]) -> tuple[int, dict]:
@@ -353,7 +403,7 @@ class AllocationServer:
             except SpecError as exc:
                 return 400, {"error": "invalid spec" if spec else "missing spec", "detail": str(exc)}
         key = extract_key(self.settings.keys, job_name=job_name or None, explicit=explicit, project=project)
-        alloc = predict(self.index(), key, self.clock(), self.settings, None, self.clamp, ref)
+        alloc = self._predict(key, ref)
         return 200, {"variables": gantry_variables(alloc), "_alloc": alloc}
 
     def usage(self, body: bytes) -> tuple[int, dict]:

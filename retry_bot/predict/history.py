@@ -171,10 +171,14 @@ class HistoryIndex:
     touch another ref's allocation.
     """
 
-    def __init__(self, keys: KeySettings, max_samples: int = 24, max_refs: int = 4096):
+    def __init__(self, keys: KeySettings, max_samples: int = 24, max_refs: int = 4096, max_keys: int = 100_000):
         self.keys = keys
         self.max_samples = max_samples
         self.max_refs = max_refs
+        #: At most this many values per fallback level (the least recently updated go first):
+        #: with ``max_samples`` and the bounded calibration, the index's memory is bounded
+        #: however long the history.
+        self.max_keys = max_keys
         self._levels: list[dict[tuple[str, ...], LevelHistory]] = [{} for _ in keys.levels]
         self._refs: "OrderedDict[str, list[dict[tuple[str, ...], LevelHistory]]]" = OrderedDict()
         self.calibration = Calibration()
@@ -218,9 +222,13 @@ class HistoryIndex:
             else:
                 self._refs.move_to_end(obs.ref)
         for i, lk in self._level_keys(obs.key):
-            h = tables[i].get(lk)
+            table = tables[i]
+            h = table.pop(lk, None)
             if h is None:
-                h = tables[i][lk] = LevelHistory(self.max_samples)
+                h = LevelHistory(self.max_samples)
+                if len(table) >= self.max_keys:
+                    del table[next(iter(table))]   # the least recently updated value of this level
+            table[lk] = h
             if obs.is_oom:
                 h.ooms.append(obs)
             else:

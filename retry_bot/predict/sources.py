@@ -6,7 +6,7 @@ These are the only places in :mod:`retry_bot.predict` that do I/O.
 from __future__ import annotations
 
 import tomllib
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from retry_bot.predict.estimator import Clamp, new_index
 from retry_bot.predict.history import HistoryIndex, Observation, observation_from_record
@@ -24,23 +24,26 @@ def index_from_rows(rows: Iterable[dict], settings: PredictionSettings = DEFAULT
     protected); other rows are kept under their ref only.  Malformed records
     are skipped.
     """
+    index = new_index(settings)
+    index.extend(p for p in (observation_from_row(row, settings) for row in rows) if p is not None)
+    return index
+
+
+def observation_from_row(row: Mapping[str, Any], settings: PredictionSettings = DEFAULT_SETTINGS
+                         ) -> tuple[Observation, bool] | None:
+    """``(observation, trusted)`` of one ``Store.usage_records()`` row; ``None`` when unusable."""
     from runner_wrapper.record import RecordError
 
-    index = new_index(settings)
-    obs: list[tuple[Observation, bool]] = []
-    for row in rows:
-        rec = row.get("record")
-        if not isinstance(rec, dict):
-            continue
-        try:
-            o = observation_from_record(rec, settings.keys)
-        except RecordError:
-            continue
-        if o is None:
-            continue
-        obs.append((o, settings.trusts(row.get("ref"), row.get("protected"))))
-    index.extend(obs)
-    return index
+    rec = row.get("record")
+    if not isinstance(rec, dict):
+        return None
+    try:
+        o = observation_from_record(rec, settings.keys)
+    except RecordError:
+        return None
+    if o is None:
+        return None
+    return o, settings.trusts(row.get("ref"), row.get("protected"))
 
 
 def index_from_store(store: Any, settings: PredictionSettings = DEFAULT_SETTINGS,

@@ -649,6 +649,18 @@ class Store:
                 return
             cursor = (rows[-1]["finished_at"], int(rows[-1]["record_id"]))
 
+    def usage_records_after(self, record_id: int, limit: int = _PAGE) -> list[dict[str, Any]]:
+        """Up to ``limit`` stored usage records with ``record_id`` above ``record_id``, in id order.
+
+        The allocation server follows the table with it (each row as :meth:`usage_records`
+        gives it, ``record_id`` included).  On PostgreSQL ids are handed out before commit, so a
+        reader re-reads a small window below its cursor to catch late commits.
+        """
+        limit = max(1, min(int(limit), 10_000))
+        rows = self._read(lambda tx: tx.execute(
+            f"SELECT * FROM usage_records WHERE record_id > ? ORDER BY record_id LIMIT {limit}", (int(record_id),)))
+        return [_usage(r) for r in rows]
+
     def count_rejected(self, source: str, reason: str) -> None:
         """Count one rejected record (bad signature, malformed...) by source and reason."""
         source = _text(source, "source")
