@@ -43,6 +43,9 @@ __all__ = ["AllocationServer", "IngestResult", "ingest_records", "make_metrics",
            "count_rejected_once"]
 
 DEFAULT_MAX_BODY = 1 << 20  # 1 MiB
+#: Interpreter switch interval for a process that serves allocations while its history thread
+#: applies records (CPython's default 5 ms makes a request queue behind several slices).
+SWITCH_INTERVAL = 0.001
 MAX_QUERY = 8190            # as spack-gantry (aiohttp's default line limit)
 
 
@@ -339,6 +342,8 @@ class AllocationServer:
         self.httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._refresher is not None:
+            self._refresher.join(timeout=10)
 
     # ------------------------------------------------------------------ history
     def index(self) -> HistoryIndex:

@@ -76,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"retry-bot serve: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    from retry_bot.server import SWITCH_INTERVAL
+
+    sys.setswitchinterval(SWITCH_INTERVAL)   # allocations stay fast while history streams in
 
     def on_hup(*_: object) -> None:  # reload the policy: [prediction] and the caps (keep the last good one)
         if not args.policy:

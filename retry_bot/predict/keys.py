@@ -20,6 +20,7 @@ Everything here is pure.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -220,10 +221,12 @@ def _canonical(flags: list[tuple[str, str]], pairs: list[tuple[str, str]]) -> st
     return " ".join(x for x in [flag_s, *pair_s] if x)
 
 
+@functools.lru_cache(maxsize=65536)
 def _norm_variants(v: str) -> str:
     """Canonical variant string of a printed variant list (``SPACK_JOB_SPEC_VARIANTS``, a trace key).
 
-    Raises :class:`SpecError` when the string is not a Spack variant list.
+    Raises :class:`SpecError` when the string is not a Spack variant list.  Cached: a farm
+    has few distinct variant strings and a year of history repeats them a million times.
     """
     v = v.strip()
     if not v:

@@ -8,8 +8,8 @@ there is no full reload.  Two locks keep allocations fast while records stream i
 * ``_io`` serializes readers of the store (one catch-up at a time); it is never held by an
   allocation request that would have to wait: a request catches up inline only when nobody
   else is (and then for at most ``inline_pages`` pages), else it answers from the model as it is;
-* ``_model`` guards the index; it is held for one page of adds (``page`` records) or one
-  prediction, never across I/O, so a request waits at most one page's worth of adds.
+* ``_model`` guards the index; it is held for ``lock_chunk`` adds or one prediction, never
+  across I/O, so a request waits at most a few milliseconds.
 
 Memory is bounded: the index keeps at most ``max_samples`` runs per key level and
 ``max_keys`` values per level, the calibration is bounded, and rows are read a page at a time.
@@ -22,6 +22,7 @@ has applied.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Any, Callable
 
@@ -37,12 +38,13 @@ class LiveHistory:
     """A :class:`HistoryIndex` that follows a store (see the module docstring)."""
 
     def __init__(self, store: Any, settings: PredictionSettings = DEFAULT_SETTINGS, *, page: int = 500,
-                 overlap: int = 256, inline_pages: int = 2):
+                 overlap: int = 256, inline_pages: int = 2, lock_chunk: int = 50):
         self.store = store
         self.settings = settings
         self.page = page
         self.overlap = overlap
         self.inline_pages = inline_pages
+        self.lock_chunk = lock_chunk
         self.index: HistoryIndex = new_index(settings)
         self.cursor = 0
         self.applied = 0
@@ -84,15 +86,16 @@ class LiveHistory:
                 got = observation_from_row(row, self.settings)
                 if got is not None:
                     batch.append(got)
-            if batch:
-                with self._model:
-                    for obs, trusted in batch:
+            for i in range(0, len(batch), self.lock_chunk):
+                with self._model:   # a few milliseconds at most: requests interleave
+                    for obs, trusted in batch[i:i + self.lock_chunk]:
                         self.index.add(obs, trusted)
-                total += len(batch)
+                self.applied += len(batch[i:i + self.lock_chunk])
+                time.sleep(0)   # let request threads have the interpreter between chunks
+            total += len(batch)
             self.cursor = max(self.cursor, after)
             if len(rows) < self.page:
                 break
-        self.applied += total
         return total
 
     def _remember(self, rid: int) -> None:
