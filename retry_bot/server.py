@@ -17,9 +17,9 @@
 Construct :class:`AllocationServer` with explicit collaborators (store, settings, tokens,
 keys, registry) and call :meth:`serve_forever` / :meth:`start` (background thread).
 History follows the store incrementally (:class:`retry_bot.predict.live.LiveHistory`): a
-background thread applies new records every ``refresh_seconds`` (at once after an ingest), and
-a request applies what is new inline only when no one else is doing so; allocations never wait
-for a reload.
+background thread applies new records every ``refresh_seconds`` (at once after an ingest);
+requests never do I/O and never wait for a reload (:meth:`AllocationServer.sync` waits until
+the model has everything stored so far).
 """
 
 from __future__ import annotations
@@ -280,7 +280,6 @@ class AllocationServer:
         self.refresh_seconds = refresh_seconds
         self._index = index if index is not None else new_index(settings)
         self._live = LiveHistory(store, settings) if store is not None else None
-        self._due_at = -1e18
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -352,16 +351,26 @@ class AllocationServer:
         return live.index if live is not None else self._index
 
     def _predict(self, key: Any, ref: str | None) -> Any:
-        """The allocation from the model as it stands; applies new records first when due and free."""
+        """The allocation from the model as it stands: no I/O on the request path."""
         live = self._live
         if live is None:
             with self._lock:
                 return predict(self._index, key, self.clock(), self.settings, None, self.clamp, ref)
-        mono = time.monotonic()
-        if mono >= self._due_at:
-            self._due_at = mono + self.refresh_seconds
-            live.catch_up(live.inline_pages, wait=False)   # a few pages at most; never waits for a reader
+        if self._refresher is None:   # not started (a caller drives it): apply what is new first
+            live.catch_up(live.inline_pages, wait=False)
         return live.predict(key, self.clock(), self.clamp, ref)
+
+    def sync(self, timeout: float = 30.0) -> bool:
+        """Wait until every record stored so far is in the model (tests, tools); ``False`` on timeout."""
+        live = self._live
+        if live is None:
+            return True
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if live.catch_up(wait=False) == 0 and not live.store.usage_records_after(live.cursor, 1):
+                return True
+            time.sleep(0.01)
+        return False
 
     def configure(self, settings: PredictionSettings, clamp: Clamp) -> None:
         """Take a reloaded policy's ``[prediction]`` settings and caps (SIGHUP).
@@ -392,7 +401,6 @@ class AllocationServer:
 
     def invalidate(self) -> None:
         """New records were stored: apply them soon."""
-        self._due_at = -1e18
         self._wake.set()
 
     # ------------------------------------------------------------------ endpoints

@@ -26,8 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--token-env", default="RIGHTSIZER_COLLECTOR_TOKEN", metavar="NAME",
                    help="environment variable with the bearer token(s) for POST /v1/usage")
     p.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES")
-    p.add_argument("--refresh", type=float, default=60.0, metavar="SECONDS",
-                   help="re-read history from the store at most this often")
+    p.add_argument("--refresh", type=float, default=5.0, metavar="SECONDS",
+                   help="apply new usage records from the store at least this often (incrementally; "
+                        "at once after POST /v1/usage)")
     add_key_arguments(p)
     p.set_defaults(func=run)
 

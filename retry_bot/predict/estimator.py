@@ -268,7 +268,8 @@ def _group(level: int, st: _Stats) -> int:
 def _base(st: _Stats, settings: PredictionSettings) -> tuple[float, float]:
     """The uncalibrated limit: max(log-normal upper quantile at ``limit_z``, recent max peak); and the spread."""
     s_used = _spread(st, settings)
-    return max(math.exp(st.mu + settings.limit_z * s_used), st.recent_max), s_used
+    q = math.exp(st.mu + settings.limit_z * s_used)
+    return (max(q, st.recent_max) if settings.recent_max_floor else q), s_used
 
 
 def record_calibration(index: HistoryIndex, obs: Observation, trusted: bool,
@@ -420,7 +421,7 @@ def estimate(
     base, s_used = _base(st, settings)
     margin, m_src = _margin(index, trusted, _group(idx, st), settings, base)
     upper = base * math.exp(margin)
-    by_max = st.recent_max * (1.0 + settings.limit_margin)
+    by_max = st.recent_max * (1.0 + settings.limit_margin) if settings.recent_max_floor else 0.0
     # more specific levels with too little history still count: never below what they saw
     specific = 0.0
     for entry in levels:

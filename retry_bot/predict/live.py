@@ -21,6 +21,7 @@ has applied.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections import deque
@@ -45,6 +46,7 @@ class LiveHistory:
         self.overlap = overlap
         self.inline_pages = inline_pages
         self.lock_chunk = lock_chunk
+        self._since_freeze = 0
         self.index: HistoryIndex = new_index(settings)
         self.cursor = 0
         self.applied = 0
@@ -94,6 +96,13 @@ class LiveHistory:
                 time.sleep(0)   # let request threads have the interpreter between chunks
             total += len(batch)
             self.cursor = max(self.cursor, after)
+            self._since_freeze += len(batch)
+            if self._since_freeze >= 20_000:
+                # The model is millions of long-lived, acyclic objects: keep the cyclic collector
+                # from re-scanning them (a full collection of a year of history stalls for
+                # seconds).  Reference counting still frees whatever the model drops.
+                gc.freeze()
+                self._since_freeze = 0
             if len(rows) < self.page:
                 break
         return total

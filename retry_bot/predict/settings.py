@@ -52,6 +52,10 @@ class PredictionSettings:
     #: Memory limit, before the margin ("base"): the larger of the log-normal upper quantile
     #: limit_z spreads above the decayed mean log-peak, and the largest recent peak.
     limit_z: float = 2.0
+    #: The largest recent peak (within two half-lives) is a floor of the base and of the limit
+    #: (x 1 + limit_margin).  Off: only the learned margin over the quantile decides, so the
+    #: OOM budget can also thin the limits of noisy keys.
+    recent_max_floor: bool = True
     #: The margin over that base is learned from the residuals log(peak / base) of past
     #: runs (how far real peaks went beyond the model), per fallback level and trust: the
     #: margin m minimising base * exp(m) + K * P(residual > m), K = oom_cost x the mean peak
@@ -158,7 +162,7 @@ _NUMERIC: dict[str, tuple[type, float, float]] = {
     "max_cpu_cores": (float, 0.0, 1e6),
 }
 _MEMORY_KEYS = {"oom_min_bump_bytes", "default_memory_request_bytes", "min_memory_bytes", "max_memory_bytes"}
-_BOOL = {"enabled", "trust_protected"}
+_BOOL = {"enabled", "trust_protected", "recent_max_floor"}
 _CHOICES = {"cold_limit": ("none", "learned", "factor")}
 _KEY_TABLE = {"extract", "levels", "variables", "name_patterns", "include_project"}
 

@@ -57,6 +57,7 @@ def test_allocation_like_gantry_with_and_without_history(server, store):
     for i in range(5):
         store.add_usage_record(signed_record(100 + i, peak=6_000_000_000, name="alpha@1.0 /abcdefg %gcc@12.3.0",
                                              finished=f"2025-01-06T0{i}:00:00Z"), "test")
+    assert server.sync()   # written behind the server's back: wait until its model has them
     status, body = _req(server.url + "/v1/allocation/explain?spec=alpha@1.0%25gcc@12.3.0")
     got = json.loads(body)
     assert status == 200 and got["explanation"]["samples"] == 5

@@ -72,6 +72,7 @@ def test_history_recorded_from_spack_variables_answers_the_spack_spec(served):
     for i in range(5):
         store.add_usage_record(signed_record(200 + i, peak=5_000_000_000, name=name, variables=job_variables(build),
                                              finished=f"2025-01-06T0{i}:00:00Z"), "test")
+    assert srv.sync()
     status, body = _get(srv.url + request_path(build).replace("/v1/allocation", "/v1/allocation/explain"))
     assert status == 200
     assert body["explanation"]["samples"] == 5 and body["explanation"]["level"] == 0
