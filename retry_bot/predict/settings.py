@@ -64,12 +64,12 @@ class PredictionSettings:
     #: farm's sizes.  Used once calibration_min residuals exist; kept between limit_margin
     #: and max_margin (a factor).
     oom_cost: float = 36.0
-    #: OOM kills the admin accepts per 100 jobs (0: off).  When set, the price of a kill
+    #: OOM kills the admin accepts per 100 jobs (0: off: ``oom_cost`` alone prices a kill).  When set, the price of a kill
     #: (``oom_cost``) is only the starting point: every observed OOM kill raises it and every
     #: finished job lowers it a little (online, causally, from the farm's own outcomes), so
     #: kills settle at this rate on any farm; the residuals still decide how the headroom is
     #: shared between keys (noisy, bimodal or drifting ones get more).
-    oom_budget_per_100: float = 0.0
+    oom_budget_per_100: float = 0.85
     #: Step of that feedback, in log(price) per kill.
     oom_budget_gain: float = 0.08
     calibration_min: int = 200
