@@ -2,7 +2,12 @@
 """Replay a trace with the predictor and the three baselines; print a comparison table.
 
     .venv/bin/python benchmarks/bench_simulate.py [--trace TRACE] [--policy POLICY.toml]
-        [--split] [--renamed] [--json]
+        [--split] [--renamed] [--json] [--universes [--universe-jobs N]]
+
+* ``--universes``: also generate the farms of :data:`HELD_OUT` with ``benchmarks/tracegen.py``
+  (each its own package universe and dynamics; none was looked at while choosing the shipped
+  policy, which was chosen on :data:`TUNED` and the public trace) and print, for each, the
+  figures ``evaluate.py`` prints (same definitions, checked by the test suite).
 
 * ``--split``: also score the second half of the trace only (``--warmup-frac 0.5``
   as evaluate.py does): the estimator's defaults were chosen on the first half.
@@ -30,9 +35,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from retry_bot.predict.sources import load_policy_and_settings  # noqa: E402
 from retry_bot.simulate import (  # noqa: E402
-    _as_alloc, compute_metrics, load_trace, make_allocator, read_trace, resize_view_from_policy, simulate,
+    _as_alloc, compute_metrics, load_trace, make_allocator, read_trace, replay_from_policy, simulate,
 )
 
+DEFAULT_POLICY = str(Path(__file__).resolve().parents[1] / "config" / "policy.toml")
+#: Universes (seed, mix) the shipped policy's figures were chosen on.
+TUNED = ((1, "base"), (2, "noisy"), (3, "drifting"), (4, "bimodal"), (5, "regime"), (6, "coldstart"))
+#: Universes reported as held out: other seeds, every mix, and random mixes (``random:<seed>``).
+HELD_OUT = ((101, "base"), (102, "quiet"), (103, "noisy"), (104, "drifting"), (105, "bimodal"),
+            (106, "regime"), (107, "coldstart"), (108, "short"), (109, "long"),
+            (201, "random"), (202, "random"), (203, "random"))
 DEFAULT_TRACE = str(Path(__file__).resolve().parents[2] / "shared" / "bench" / "trace-public.jsonl.gz")
 COLUMNS = (("oom_kills_per_100_jobs", "kills/100", "{:.2f}"), ("failed_permanently", "failed", "{:,}"),
            ("mem_avg_over_request", "avg/req", "{:.3f}"), ("mem_peak_over_limit", "peak/lim", "{:.3f}"),
@@ -90,7 +102,7 @@ def sliced_trace(src: str, dst: str, start: float, step: int = 1) -> None:
 
 
 def run_all(trace: str, policy, settings, names, split: bool):
-    view = resize_view_from_policy(policy)
+    view = replay_from_policy(policy)
     jobs = load_trace(trace, settings.keys)
     rows = []
     for name in names:
@@ -126,7 +138,10 @@ def print_table(title: str, rows) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", default=DEFAULT_TRACE)
-    ap.add_argument("--policy", default=None)
+    ap.add_argument("--policy", default=DEFAULT_POLICY, help="default: config/policy.toml (the shipped policy)")
+    ap.add_argument("--universes", action="store_true", help="also every held-out universe of tracegen.py")
+    ap.add_argument("--tuned", action="store_true", help="with --universes: the tuning universes instead")
+    ap.add_argument("--universe-jobs", type=int, default=None, help="jobs per generated universe (default: its mix)")
     ap.add_argument("--split", action="store_true")
     ap.add_argument("--renamed", action="store_true")
     ap.add_argument("--variants", action="store_true",
@@ -141,6 +156,7 @@ def main(argv=None) -> int:
     policy, settings = load_policy_and_settings(args.policy)
     names = ["ours"] if args.only_ours else ["ours", "gantry", "vpa", "static"]
     results = {"full": run_all(args.trace, policy, settings, names, False)}
+    sys.stdout.flush()
     if args.split:
         results["second half (defaults chosen on the first)"] = run_all(args.trace, policy, settings, ["ours"], True)
     if args.renamed:
@@ -156,11 +172,21 @@ def main(argv=None) -> int:
                 p = os.path.join(d, "variant.jsonl")
                 fn(p)
                 results[title] = run_all(p, policy, settings, ["ours"], False)
+    if args.universes:
+        import tracegen
+
+        with tempfile.TemporaryDirectory() as d:
+            for seed, mix in (TUNED if args.tuned else HELD_OUT):
+                p = os.path.join(d, f"u{seed}.jsonl")
+                m = tracegen.universe(seed, mix, args.universe_jobs)
+                tracegen.write(p, tracegen.generate(seed, m))
+                results[f"universe seed={seed} mix={mix} ({m.jobs:,} jobs)"] = run_all(
+                    p, policy, settings, ["ours"], False)
     if args.json:
         print(json.dumps({k: [{"allocator": n, "replay_seconds": dt, **m} for n, m, dt in v]
                           for k, v in results.items()}))
         return 0
-    print(f"trace: {args.trace}   policy: {args.policy or '(built-in default)'}   "
+    print(f"trace: {args.trace}   policy: {args.policy}   "
           "(! = misses the issue's target)")
     for title, rows in results.items():
         print_table(title, rows)

@@ -117,6 +117,10 @@ class Bot:
             log.error("policy_reload_rejected", policy=self.policy_path, kept="the last good policy", error=str(exc))
             return False
         self._policy = new
+        if self._http is not None and hasattr(self._http, "configure"):
+            from retry_bot.predict.sources import clamp_from_policy, settings_from_policy
+
+            self._http.configure(settings_from_policy(new), clamp_from_policy(new))
         log.info("policy_reloaded", policy=self.policy_path or "<embedded default>")
         return True
 
@@ -228,15 +232,14 @@ class Bot:
         if not self.config.listen:
             return None
         from retry_bot.httpserver import parse_listen
-        from retry_bot.predict.estimator import Clamp
-        from retry_bot.predict.sources import settings_from_policy
+        from retry_bot.predict.sources import clamp_from_policy, settings_from_policy
         from retry_bot.server import AllocationServer
 
         host, port = parse_listen(self.config.listen)  # validated by load_config
         srv = AllocationServer(store=self.store, tokens=self.config.usage_tokens,
                                signing_keys=self.config.signing_keys, registry=self.metrics.registry,
                                settings=settings_from_policy(self._policy),
-                               clamp=Clamp(max_memory_bytes=self._policy.memory_cap()),
+                               clamp=clamp_from_policy(self._policy),
                                host=host, port=port, clock=self.clock, health=self.health)
         srv.start()
         self._http = srv
@@ -264,8 +267,8 @@ class HistoryPredictor:
 
     :func:`retry_bot.decide.decide` takes the larger of it and the bump rule, then the
     caps.  Only trusted history counts (see :mod:`retry_bot.predict`); without any,
-    it has no opinion (``None``).  The index is rebuilt from the state store at most
-    every ``refresh_seconds``.
+    it has no opinion (``None``).  The history follows the state store incrementally
+    (:class:`retry_bot.predict.live.LiveHistory`: new records only, no reload).
     """
 
     def __init__(self, store: Any, *, policy: Callable[[], Any] | None = None,
@@ -284,8 +287,7 @@ class HistoryPredictor:
     def _refresh_settings(self) -> None:
         """Take ``[prediction]`` and the memory cap from the policy in force (it may be reloaded)."""
         from retry_bot.predict import DEFAULT_SETTINGS
-        from retry_bot.predict.estimator import Clamp
-        from retry_bot.predict.sources import settings_from_policy
+        from retry_bot.predict.sources import clamp_from_policy, settings_from_policy
 
         pol = self.policy() if self.policy is not None else None
         if pol is self._settings_for:
@@ -293,29 +295,27 @@ class HistoryPredictor:
         self._settings_for = pol
         settings = settings_from_policy(pol) if pol is not None else DEFAULT_SETTINGS
         if settings != self.settings:
-            self._index = None  # keys or trust rules may differ: rebuild from the store
+            self._index = None  # keys or trust rules may differ: follow the store afresh
         self.settings = settings
-        self.clamp = Clamp(max_memory_bytes=pol.memory_cap()) if pol is not None else Clamp()
+        self.clamp = clamp_from_policy(pol)
 
     def __call__(self, facts: Any, record: Any) -> int | None:
-        from retry_bot.predict import extract_key, predict_for_retry
-        from retry_bot.predict.sources import index_from_store
+        from retry_bot.predict import extract_key
+        from retry_bot.predict.estimator import resize_prediction
+        from retry_bot.predict.live import LiveHistory
 
         self._refresh_settings()
         now = self.clock()
-        if self._index is None or now - self._loaded >= self.refresh_seconds:
-            self._index = index_from_store(self.store, self.settings)
-            self._loaded = now
+        if self._index is None:
+            self._index = LiveHistory(self.store, self.settings)
+        self._index.catch_up()
         key = extract_key(self.settings.keys, job_name=facts.name, variables=dict(facts.variables),
                           project=facts.project_path)
         killed = []
         if record is not None and record.oom_killed and record.limits.memory_limit_bytes:
             killed.append(float(record.limits.memory_limit_bytes))
-        alloc = predict_for_retry(self._index, key, now, killed, self.settings, clamp=self.clamp,
-                                  ref=facts.ref, protected=facts.protected)
-        if alloc.samples <= 0:
-            return None
-        return int(alloc.memory_limit_bytes or alloc.memory_request_bytes)
+        return self._index.locked(lambda index: resize_prediction(
+            index, key, now, killed, self.settings, clamp=self.clamp, ref=facts.ref, protected=facts.protected))
 
 
 def serve(bot: Bot, *, once: bool = False) -> int:

@@ -80,11 +80,11 @@ def _name_of(key: Any, fallback: str | None) -> tuple[str, str]:
 def collect_from_trace(path: str, policy_path: str | None = None, top: int = 8) -> ReportData:
     """Replay ``path`` through the predictor (and the policy's resize rule) and gather the page's data."""
     from retry_bot.predict.sources import load_policy_and_settings
-    from retry_bot.simulate import load_trace, make_allocator, resize_view_from_policy, simulate
+    from retry_bot.simulate import load_trace, make_allocator, replay_from_policy, simulate
 
     policy, settings = load_policy_and_settings(policy_path)
     jobs = load_trace(path, settings.keys)
-    res = simulate(jobs, make_allocator(None, settings, resize_view_from_policy(policy)))
+    res = simulate(jobs, make_allocator(None, settings, replay_from_policy(policy)))
     by_job: dict[int, list[dict]] = defaultdict(list)
     for r in res.rows:
         by_job[r["job_id"]].append(r)

@@ -4,7 +4,8 @@
   ``{"variables": {"KUBERNETES_MEMORY_REQUEST": "2100M", "KUBERNETES_MEMORY_LIMIT": "3000M",
   "KUBERNETES_CPU_REQUEST": "1500m", "KUBERNETES_CPU_LIMIT": "1800m"}}``; 400 when the spec is
   missing or invalid.  The runner wrapper may send ``job_name`` (instead of, or besides,
-  ``spec``), ``project`` and ``ref``.  An ``X-Rightsizer-Explain: 1`` header adds an
+  ``spec``), ``project`` and ``ref``.  The answer holds only GitLab job keywords (Spack merges
+  every top-level key into the job); ``GET /v1/allocation/explain`` (same query) adds an
   ``explanation`` object (key used, samples, figures).
 * ``POST /v1/usage``: one signed usage record (JSON object) or JSON Lines of them, with
   ``Authorization: Bearer TOKEN``.  401 without a valid token, 413 above the body limit,
@@ -15,7 +16,10 @@
 
 Construct :class:`AllocationServer` with explicit collaborators (store, settings, tokens,
 keys, registry) and call :meth:`serve_forever` / :meth:`start` (background thread).
-History is re-read from the store at most every ``refresh_seconds`` (and after an ingest).
+History follows the store incrementally (:class:`retry_bot.predict.live.LiveHistory`): a
+background thread applies new records every ``refresh_seconds`` (at once after an ingest);
+requests never do I/O and never wait for a reload (:meth:`AllocationServer.sync` waits until
+the model has everything stored so far).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from retry_bot.httpserver import (
 )
 from retry_bot.predict.estimator import Clamp, gantry_variables, new_index, predict
 from retry_bot.predict.history import HistoryIndex
+from retry_bot.predict.live import LiveHistory
 from retry_bot.predict.keys import SpecError, extract_key, parse_spack_spec
 from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings
 
@@ -40,6 +45,9 @@ __all__ = ["AllocationServer", "IngestResult", "ingest_records", "make_metrics",
            "count_rejected_once"]
 
 DEFAULT_MAX_BODY = 1 << 20  # 1 MiB
+#: Interpreter switch interval for a process that serves allocations while its history thread
+#: applies records (CPython's default 5 ms makes a request queue behind several slices).
+SWITCH_INTERVAL = 0.001
 MAX_QUERY = 8190            # as spack-gantry (aiohttp's default line limit)
 
 
@@ -290,9 +298,12 @@ class AllocationServer:
         self.refresh_seconds = refresh_seconds
         self.health = health
         self._index = index if index is not None else new_index(settings)
-        self._loaded_at = -1e18 if store is not None else clock()
+        self._live = LiveHistory(store, settings) if store is not None else None
         self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._refresher: threading.Thread | None = None
         from runner_wrapper.logconfig import get_logger, register_secret
 
         for t in self.tokens:
@@ -315,35 +326,103 @@ class AllocationServer:
 
     def start(self) -> "AllocationServer":
         """Serve in a background daemon thread."""
+        self._start_refresher()
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="allocation-server", daemon=True)
         self._thread.start()
         return self
 
     def serve_forever(self) -> None:
+        self._start_refresher()
         self.httpd.serve_forever()
 
+    def _start_refresher(self) -> None:
+        if self._live is None or self._refresher is not None:
+            return
+        self._refresher = threading.Thread(target=self._refresh_loop, name="history-refresh", daemon=True)
+        self._refresher.start()
+
+    def _refresh_loop(self) -> None:
+        """Apply new usage records as they arrive (never holding the model lock across I/O)."""
+        while not self._stopping.is_set():
+            live = self._live
+            try:
+                if live is not None:
+                    n = live.catch_up()
+                    if n:
+                        self.log.debug("history.updated", records=n, total=live.applied)
+            except Exception as exc:  # noqa: BLE001 - the store may be briefly unavailable
+                self.log.error("history.refresh_failed", error=str(exc))
+            self._wake.wait(max(self.refresh_seconds, 0.2))
+            self._wake.clear()
+
     def close(self) -> None:
+        self._stopping.set()
+        self._wake.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._refresher is not None:
+            self._refresher.join(timeout=10)
 
     # ------------------------------------------------------------------ history
     def index(self) -> HistoryIndex:
-        """The current history, re-read from the store when older than ``refresh_seconds``."""
-        with self._lock:
-            now = self.clock()
-            if self.store is not None and now - self._loaded_at >= self.refresh_seconds:
-                from retry_bot.predict.sources import index_from_store
+        """The current history (followed incrementally when there is a store)."""
+        live = self._live
+        return live.index if live is not None else self._index
 
-                self._index = index_from_store(self.store, self.settings)
-                self._loaded_at = now
-            return self._index
+    def _predict(self, key: Any, ref: str | None) -> Any:
+        """The allocation from the model as it stands: no I/O on the request path."""
+        live = self._live
+        if live is None:
+            with self._lock:
+                return predict(self._index, key, self.clock(), self.settings, None, self.clamp, ref)
+        if self._refresher is None:   # not started (a caller drives it): apply what is new first
+            live.catch_up(live.inline_pages, wait=False)
+        return live.predict(key, self.clock(), self.clamp, ref)
+
+    def sync(self, timeout: float = 30.0) -> bool:
+        """Wait until every record stored so far is in the model (tests, tools); ``False`` on timeout."""
+        live = self._live
+        if live is None:
+            return True
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if live.catch_up(wait=False) == 0 and not live.store.usage_records_after(live.cursor, 1):
+                return True
+            time.sleep(0.01)
+        return False
+
+    def configure(self, settings: PredictionSettings, clamp: Clamp) -> None:
+        """Take a reloaded policy's ``[prediction]`` settings and caps (SIGHUP).
+
+        Requests already running finish with the old ones; history is re-read when the
+        settings changed (keys or trust rules may differ).
+        """
+        changed = settings != self.settings
+        self.clamp = clamp
+        if not changed:
+            return
+        if self.store is None:
+            with self._lock:
+                self.settings = settings
+            return
+        # new keys or trust rules: build the new model beside the old one, then swap
+        fresh = LiveHistory(self.store, settings)
+
+        def build() -> None:
+            try:
+                fresh.catch_up()
+            finally:
+                self.settings = settings
+                self._live = fresh
+                self._wake.set()
+
+        threading.Thread(target=build, name="history-rebuild", daemon=True).start()
 
     def invalidate(self) -> None:
-        with self._lock:
-            if self.store is not None:
-                self._loaded_at = -1e18
+        """New records were stored: apply them soon."""
+        self._wake.set()
 
     # ------------------------------------------------------------------ endpoints
     def allocation(self, query: Mapping[str, list[str]]) -> tuple[int, dict]:
@@ -358,7 +437,7 @@ class AllocationServer:
             except SpecError as exc:
                 return 400, {"error": "invalid spec" if spec else "missing spec", "detail": str(exc)}
         key = extract_key(self.settings.keys, job_name=job_name or None, explicit=explicit, project=project)
-        alloc = predict(self.index(), key, self.clock(), self.settings, None, self.clamp, ref)
+        alloc = self._predict(key, ref)
         return 200, {"variables": gantry_variables(alloc), "_alloc": alloc}
 
     def usage(self, body: bytes) -> tuple[int, dict]:
@@ -428,16 +507,18 @@ class AllocationServer:
                     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
                     self._send(200, generate_latest(server.registry), "metrics", CONTENT_TYPE_LATEST)
-                elif parts.path == "/v1/allocation":
+                elif parts.path in ("/v1/allocation", "/v1/allocation/explain"):
                     started = time.perf_counter()
                     try:
                         status, payload = server.allocation(parse_qs(parts.query, keep_blank_values=True))
                     except Exception as exc:  # noqa: BLE001 - answer, log, keep serving
                         server.log.error("allocation.failed", error=str(exc))
                         status, payload = 500, {"error": "internal error"}
+                    # Spack deep-merges every top-level key into the job (gitlab-mechanics.md §11.6):
+                    # /v1/allocation answers only ``variables``; the reasoning has its own endpoint.
                     alloc = payload.pop("_alloc", None)
-                    if alloc is not None and self.headers.get("X-Rightsizer-Explain") == "1":
-                        payload["explanation"] = alloc.as_dict()
+                    if alloc is not None and parts.path.endswith("/explain"):
+                        payload = {"variables": payload["variables"], "explanation": alloc.as_dict()}
                     server.metrics.latency.observe(time.perf_counter() - started)
                     self._send(status, payload, "allocation")
                 else:

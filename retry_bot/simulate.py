@@ -10,9 +10,10 @@ The replay follows ``TRACE_FORMAT.md`` of the benchmark:
   killed attempt runs ``duration * peak_at_fraction * L / peak`` seconds, the
   next attempt starts then; the retry is decided with what was known at T
   plus the limits the job was killed at - never its true peak;
-* the retry rule and budget are the policy's (``retry_bot.policy``), on top
-  of the predictor's view (:func:`retry_bot.predict.predict_for_retry`): the
-  same code path as the live bot's ``resize``.
+* every retry is decided by :func:`retry_bot.decide.decide` with the policy
+  (family budget, ``max_attempts``, resize rule, ``beyond_top``,
+  ``last_attempt``, the runner-class ladder) and the predictor's figure, as the
+  live bot decides it (:class:`PolicyReplay`).
 
 Allocators: :class:`PredictorAllocator` (ours) and the baselines
 :class:`GantryAllocator`, :class:`VpaAllocator`, :class:`StaticAllocator`.
@@ -32,7 +33,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
-from retry_bot.predict.estimator import Clamp, StaticSize, new_index, predict, predict_for_retry
+from retry_bot.predict.estimator import StaticSize, new_index, predict, resize_prediction
 from retry_bot.predict.history import Observation, parse_time
 from retry_bot.predict.keys import JobKey, KeySettings, extract_key
 from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings
@@ -41,7 +42,7 @@ __all__ = [
     "TraceError",
     "TraceJob",
     "AttemptAlloc",
-    "ResizeView",
+    "PolicyReplay",
     "Allocator",
     "PredictorAllocator",
     "GantryAllocator",
@@ -57,7 +58,7 @@ __all__ = [
     "read_trace",
     "simulate",
     "compute_metrics",
-    "resize_view_from_policy",
+    "replay_from_policy",
     "make_allocator",
     "BASELINES",
 ]
@@ -198,33 +199,82 @@ class AttemptAlloc:
             object.__setattr__(self, "memory_request_bytes", self.memory_limit_bytes)
 
 
-@dataclass(frozen=True)
-class ResizeView:
-    """What the replay needs from the policy: the OOM retry budget, the bump rule and the caps."""
+class PolicyReplay:
+    """The live bot's decision path for a replayed OOM kill: :func:`retry_bot.decide.decide`.
 
-    budget: int = 3
-    ratio: float = 1.2
-    min_bump: int = 100 * MIB
-    granularity: int = 0
-    max_memory: int | None = None
-    max_cpus: float | None = None
-    #: Optional policy function ``(limit_in_force, predicted) -> new limit or None``.
-    resize: Callable[[int, int | None], int | None] | None = None
+    Every retry of a killed attempt is decided by ``decide()`` with the policy's rule
+    for the ``oom`` family (budget, ``max_attempts``), its resize rule (ratio,
+    ``min_bump``, granularity, ``beyond_top``, ``last_attempt``), the runner-class
+    ladder and the variable names, and the predictor's figure as
+    ``predicted_memory_bytes`` (:func:`retry_bot.predict.estimator.resize_prediction`,
+    as the live bot's ``HistoryPredictor``).  The predictor's caps are
+    :func:`retry_bot.predict.sources.clamp_from_policy` (as ``serve`` and the live
+    ``/v1/allocation``).
 
-    def next_limit(self, limit: int, predicted: int | None) -> int | None:
-        """The policy's resize of ``limit`` (the limit the job was killed at), on top of ``predicted``.
+    What the replay cannot know is fixed: no concurrency in the runner classes (caps
+    never bind), no backoff wait, the job's first attempt runs on the lowest class its
+    limit fits (a right-sized pipeline's placement).
+    """
 
-        ``None`` when the cap does not allow more than ``limit``.
-        """
-        if self.resize is not None:
-            return self.resize(limit, predicted)
-        need = max(limit * self.ratio, limit + self.min_bump, float(predicted or 0))
-        if self.granularity > 0:
-            need = math.ceil(need / self.granularity) * self.granularity
-        if self.max_memory is not None:
-            need = min(need, self.max_memory)
-        need = int(math.ceil(need))
-        return need if need > limit else None
+    def __init__(self, policy: Any | None = None):
+        if policy is None:
+            from retry_bot.policy.load import default_policy
+
+            policy = default_policy()
+        from retry_bot.predict.sources import clamp_from_policy
+
+        self.policy = policy
+        self.clamp = clamp_from_policy(policy)
+
+    @property
+    def max_memory(self) -> int | None:
+        """The largest memory any job may get (``resize.max_memory`` and the top of the ladder)."""
+        v = self.clamp.max_memory_bytes
+        return None if v is None else int(v)
+
+    def start_class(self, limit: int | None) -> str | None:
+        """The lowest runner class open to any job whose memory holds ``limit`` (else the top open one)."""
+        open_ = [rc for rc in self.policy.runner_classes if not rc.placement_only and not rc.expensive]
+        if not open_:
+            return None
+        for rc in open_:
+            if limit is None or rc.max_memory >= limit:
+                return rc.name
+        return open_[-1].name
+
+    def next_attempt(self, job: "TraceJob", previous: Sequence["AttemptAlloc"], classes: Sequence[str | None],
+                     predicted: int | None) -> tuple["AttemptAlloc", str | None] | None:
+        """``decide()`` on the last killed attempt: the next attempt and its runner class, or ``None``."""
+        from retry_bot.decide import ClassUsage, LineageAttempt, decide
+        from retry_bot.model import Classification, Family, JobFacts
+        from retry_bot.policy.model import Action
+
+        names = self.policy.variables
+        lineage = [
+            LineageAttempt(job_id=job.job_id * 100 + k, action="origin" if k == 0 else "resize",
+                           family="oom", category="oom", memory_limit_bytes=p.memory_limit_bytes,
+                           memory_request_bytes=int(p.memory_request_bytes),
+                           # the cgroup's peak when the OOM killer fired is the limit (all the replay knows)
+                           memory_peak_bytes=p.memory_limit_bytes, runner_class=classes[k])
+            for k, p in enumerate(previous)
+        ]
+        last = previous[-1]
+        variables = {}
+        if names.memory_limit and last.memory_limit_bytes is not None:
+            variables[names.memory_limit] = str(int(last.memory_limit_bytes))
+        if names.memory_request:
+            variables[names.memory_request] = str(int(last.memory_request_bytes))
+        facts = JobFacts(job_id=lineage[-1].job_id, name=job.job_name, project_path=job.project, ref=job.ref,
+                         failure_reason="script_failure", exit_code=137, variables=variables)
+        verdict = Classification(category="oom", family=Family.OOM, rule="usage_record.oom_kill")
+        d = decide(facts, verdict, lineage, self.policy, ClassUsage(), predicted_memory_bytes=predicted)
+        if d.action != Action.RESIZE:
+            return None
+        limit = d.memory_limit_bytes if d.memory_limit_bytes is not None else d.memory_request_bytes
+        if limit is None:  # pragma: no cover - a memory resize always sets one of them
+            return None
+        request = d.memory_request_bytes if d.memory_request_bytes is not None else last.memory_request_bytes
+        return AttemptAlloc(int(min(request, limit)), int(limit), last.cpu_request_cores), d.runner_class
 
 
 class Allocator(Protocol):
@@ -249,16 +299,16 @@ def _obs_success(job: TraceJob, end: float) -> Observation:
 
 
 class PredictorAllocator:
-    """Ours: :func:`retry_bot.predict.predict` for attempt 1, then ``predict_for_retry`` + the policy's resize."""
+    """Ours: :func:`retry_bot.predict.predict` for attempt 1; every retry through ``decide()`` (:class:`PolicyReplay`)."""
 
     name = "predictor"
 
-    def __init__(self, settings: PredictionSettings = DEFAULT_SETTINGS, view: ResizeView = ResizeView()):
+    def __init__(self, settings: PredictionSettings = DEFAULT_SETTINGS, replay: PolicyReplay | None = None):
         self.settings = settings
-        self.view = view
+        self.replay = replay if replay is not None else PolicyReplay()
         self.index = new_index(settings)
-        self.clamp = Clamp(view.max_memory, view.max_cpus)
-        self._now: dict[int, float] = {}
+        self.clamp = self.replay.clamp
+        self._classes: dict[int, list[str | None]] = {}
 
     def _trusted(self, job: TraceJob) -> bool:
         return self.settings.trusts(job.ref)
@@ -272,18 +322,24 @@ class PredictorAllocator:
 
     def first(self, job: TraceJob) -> AttemptAlloc:
         a = predict(self.index, job.key, job.t, self.settings, job.static, self.clamp, job.ref)
+        self._classes[job.job_id] = [self.replay.start_class(a.memory_limit_bytes)]
         return AttemptAlloc(a.memory_request_bytes, a.memory_limit_bytes, a.cpu_request_cores)
 
     def retry(self, job: TraceJob, previous: Sequence[AttemptAlloc]) -> AttemptAlloc | None:
-        if len(previous) > self.view.budget:
+        killed = previous[-1].memory_limit_bytes
+        if killed is None:
             return None
-        killed = [p.memory_limit_bytes for p in previous if p.memory_limit_bytes is not None]
-        a = predict_for_retry(self.index, job.key, job.t, killed, self.settings, job.static, self.clamp,
-                              job.ref)
-        lim = self.view.next_limit(int(killed[-1]), a.memory_limit_bytes)
-        if lim is None:
+        # the live bot's HistoryPredictor: the history as of the job's creation, the kill it was told of
+        predicted = resize_prediction(self.index, job.key, job.t, [float(killed)], self.settings, self.clamp,
+                                      job.ref)
+        classes = self._classes.setdefault(job.job_id, [None])
+        got = self.replay.next_attempt(job, previous, classes, predicted)
+        if got is None:
+            self._classes.pop(job.job_id, None)
             return None
-        return AttemptAlloc(min(a.memory_request_bytes, lim), lim, a.cpu_request_cores)
+        nxt, rc = got
+        classes.append(rc)
+        return nxt
 
 
 # ------------------------------------------------------------------ baselines
@@ -378,7 +434,7 @@ class GantryAllocator:
     DEFAULT_MEM_LIMIT = 5_000_000_000
     DEFAULT_CPU_REQUEST = 1.0
 
-    def __init__(self, view: ResizeView | None = None):
+    def __init__(self, view: PolicyReplay | None = None):
         self.samples: list[dict[tuple, deque]] = [{} for _ in GANTRY_STEPS]
         self.max_memory = view.max_memory if view else None
 
@@ -531,7 +587,7 @@ class VpaAllocator:
     RETRIES = 3
     ACCEPT_RUNS = 4
 
-    def __init__(self, view: ResizeView | None = None):
+    def __init__(self, view: PolicyReplay | None = None):
         self.aggs: list[dict[tuple, _VpaAggregate]] = [{} for _ in GANTRY_STEPS]
         self.max_memory = view.max_memory if view else None
 
@@ -630,7 +686,7 @@ BASELINES = ("gantry", "vpa", "static")
 
 
 def make_allocator(name: str | None, settings: PredictionSettings = DEFAULT_SETTINGS,
-                   view: ResizeView = ResizeView()) -> Allocator:
+                   view: PolicyReplay | None = None) -> Allocator:
     """``None``/``"predictor"`` -> ours; else one of :data:`BASELINES`."""
     if name in (None, "", "predictor", "ours"):
         return PredictorAllocator(settings, view)
@@ -842,47 +898,6 @@ def write_allocations(path: str, rows: Iterable[dict]) -> int:
 
 
 # ------------------------------------------------------------------ policy glue
-def resize_view_from_policy(policy: Any | None) -> ResizeView:
-    """The one place that reads ``retry_bot.policy``: OOM budget, bump rule and caps.
-
-    Works with the policy model's ``Policy`` (``resolve``, ``resize``,
-    ``memory_cap``, ``runner_classes``); ``None`` gives VPA's rule with a
-    budget of 3 and no cap.
-    """
-    if policy is None:
-        return ResizeView()
-    budget = 3
-    try:
-        resolved = policy.resolve("oom", "oom")
-        rule = resolved.rule
-        budget = int(rule.budget) if str(getattr(rule.action, "value", rule.action)) == "resize" else 0
-    except Exception:  # pragma: no cover - a policy model without resolve()
-        resolved = None
-    rz = getattr(policy, "resize", None)
-    cap = None
-    try:
-        cap = int(policy.memory_cap())
-    except Exception:  # pragma: no cover
-        cap = getattr(rz, "max_memory", None)
-    if resolved is not None and getattr(resolved, "max_memory", None):
-        cap = min(cap, resolved.max_memory) if cap else resolved.max_memory
-    classes = getattr(policy, "runner_classes", ()) or ()
-    max_cpus = max((float(rc.max_cpus) for rc in classes), default=None)
-    resize_fn = None
-    try:
-        from retry_bot.policy.resize import resize_memory
-
-        def resize_fn(limit: int, predicted: int | None, _rule=rz, _cap=cap) -> int | None:
-            new = resize_memory(int(limit), _rule, cap=_cap, predicted_bytes=predicted)
-            return new if new > limit else None
-    except ImportError:  # pragma: no cover - fall back to the same rule, reimplemented
-        resize_fn = None
-    return ResizeView(
-        resize=resize_fn,
-        budget=budget,
-        ratio=float(getattr(rz, "ratio", 1.2)),
-        min_bump=int(getattr(rz, "min_bump", 100 * MIB)),
-        granularity=int(getattr(rz, "granularity", 0) or 0),
-        max_memory=cap,
-        max_cpus=max_cpus,
-    )
+def replay_from_policy(policy: Any | None) -> PolicyReplay:
+    """The replay of ``policy`` (``None``: the built-in default policy)."""
+    return PolicyReplay(policy)

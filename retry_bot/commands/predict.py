@@ -34,11 +34,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retry_bot.predict import extract_key, parse_spack_spec, predict, SpecError, gantry_variables
-    from retry_bot.predict.estimator import Clamp, new_index
+    from retry_bot.predict.estimator import new_index
     from retry_bot.predict.history import parse_time
-    from retry_bot.predict.sources import index_from_store, index_from_trace, load_policy_and_settings
+    from retry_bot.predict.sources import (
+        clamp_from_policy, index_from_store, index_from_trace, load_policy_and_settings,
+    )
     from retry_bot.problems import ConfigError
-    from retry_bot.simulate import TraceError, resize_view_from_policy
+    from retry_bot.simulate import TraceError
     from runner_wrapper.quantity import format_cpu, human_bytes
 
     if not args.job_name and not args.spec and not args.var:
@@ -96,8 +98,7 @@ def run(args: argparse.Namespace) -> int:
                 return 2
         else:
             index = new_index(settings)
-    view = resize_view_from_policy(policy)
-    alloc = predict(index, key, now, settings, None, Clamp(view.max_memory, view.max_cpus), args.ref)
+    alloc = predict(index, key, now, settings, None, clamp_from_policy(policy), args.ref)
     if args.format == "json":
         print(json.dumps({"job_key": key.as_dict(), "variables": gantry_variables(alloc), **alloc.as_dict()}))
         return 0

@@ -68,8 +68,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="open connections at most; a new one evicts the longest-waiting incomplete one "
                         "(default 256)")
     p.add_argument("--workers", default="8", metavar="N", help="threads answering requests (default 8)")
-    p.add_argument("--refresh", type=float, default=60.0, metavar="SECONDS",
-                   help="re-read history from the store at most this often")
+    p.add_argument("--refresh", type=float, default=5.0, metavar="SECONDS",
+                   help="apply new usage records from the store at least this often (incrementally; "
+                        "at once after POST /v1/usage)")
     add_key_arguments(p)
     p.set_defaults(func=run)
 
@@ -77,11 +78,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
-    from retry_bot.predict.estimator import Clamp
-    from retry_bot.predict.sources import load_policy_and_settings
+    from retry_bot.predict.sources import clamp_from_policy, load_policy_and_settings
     from retry_bot.problems import ConfigError
     from retry_bot.server import AllocationServer
-    from retry_bot.simulate import resize_view_from_policy
     from retry_bot.state import STATE_URL_ENV, StateError, open_store
     from runner_wrapper.logconfig import get_logger
 
@@ -103,7 +102,6 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"retry-bot serve: invalid policy:\n{exc}", file=sys.stderr)
         return 2
-    view = resize_view_from_policy(policy)
     url = args.state or os.environ.get(STATE_URL_ENV)
     store = None
     if url:
@@ -122,13 +120,30 @@ def run(args: argparse.Namespace) -> int:
         log.warning("serve.no_token", detail=f"${args.token_env} is empty: POST /v1/usage answers 401")
     try:
         server = AllocationServer(store=store, settings=settings, tokens=tokens, signing_keys=keys,
-                                  registry=CollectorRegistry(), clamp=Clamp(view.max_memory, view.max_cpus),
+                                  registry=CollectorRegistry(), clamp=clamp_from_policy(policy),
                                   host=host, port=port, refresh_seconds=args.refresh, **bounds)
     except (OSError, OverflowError) as exc:
         detail = getattr(exc, "strerror", None) or exc
         print(f"retry-bot serve: cannot listen on {args.listen}: {detail}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    from retry_bot.server import SWITCH_INTERVAL
+
+    sys.setswitchinterval(SWITCH_INTERVAL)   # allocations stay fast while history streams in
+
+    def on_hup(*_: object) -> None:  # reload the policy: [prediction] and the caps (keep the last good one)
+        if not args.policy:
+            return
+        try:
+            new_policy, new_settings = load_policy_and_settings(args.policy)
+        except ConfigError as exc:
+            log.error("serve.policy_reload_rejected", policy=args.policy, kept="the last good policy",
+                      problems=[str(p) for p in exc.problems])
+            return
+        server.configure(new_settings, clamp_from_policy(new_policy))
+        log.info("serve.policy_reloaded", policy=args.policy)
+
+    signal.signal(signal.SIGHUP, on_hup)
     log.info("serve.listening", url=server.url)
     try:
         server.serve_forever()

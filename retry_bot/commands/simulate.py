@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from retry_bot.predict.sources import load_policy_and_settings
     from retry_bot.problems import ConfigError
     from retry_bot.simulate import (
-        TraceError, format_metrics, load_trace, make_allocator, resize_view_from_policy, simulate,
+        TraceError, format_metrics, load_trace, make_allocator, replay_from_policy, simulate,
         write_allocations,
     )
     from runner_wrapper.logconfig import get_logger
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     except TraceError as exc:
         print(f"retry-bot simulate: {exc}", file=sys.stderr)
         return 2
-    view = resize_view_from_policy(policy)
+    view = replay_from_policy(policy)
     allocator = make_allocator(args.baseline, settings, view)
     progress = None
     if not args.no_progress and sys.stderr.isatty():

@@ -49,7 +49,8 @@ from retry_bot.predict.history import HistoryIndex, LevelHistory, Observation
 from retry_bot.predict.keys import JobKey
 from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings
 
-__all__ = ["Allocation", "StaticSize", "Clamp", "estimate", "predict", "predict_for_retry", "gantry_variables",
+__all__ = ["Allocation", "StaticSize", "Clamp", "estimate", "predict", "predict_for_retry", "resize_prediction",
+           "gantry_variables",
            "new_index", "attach", "record_calibration"]
 
 HOUR = 3600.0
@@ -267,7 +268,8 @@ def _group(level: int, st: _Stats) -> int:
 def _base(st: _Stats, settings: PredictionSettings) -> tuple[float, float]:
     """The uncalibrated limit: max(log-normal upper quantile at ``limit_z``, recent max peak); and the spread."""
     s_used = _spread(st, settings)
-    return max(math.exp(st.mu + settings.limit_z * s_used), st.recent_max), s_used
+    q = math.exp(st.mu + settings.limit_z * s_used)
+    return (max(q, st.recent_max) if settings.recent_max_floor else q), s_used
 
 
 def record_calibration(index: HistoryIndex, obs: Observation, trusted: bool,
@@ -277,6 +279,8 @@ def record_calibration(index: HistoryIndex, obs: Observation, trusted: bool,
     The residual is ``log(peak / base)`` where ``base`` is the uncalibrated
     limit the model would have given just before this run was recorded.
     """
+    if settings.oom_budget_per_100 > 0:
+        index.calibration.note_outcome(obs.is_oom, settings.oom_budget_per_100 / 100.0, settings.oom_budget_gain)
     if obs.is_oom or not obs.memory_peak_bytes:
         return
     chosen = _choose(index.levels_for(obs.key), settings)
@@ -312,7 +316,8 @@ def new_index(settings: PredictionSettings = DEFAULT_SETTINGS) -> HistoryIndex:
 def _kill_cost_bytes(index: HistoryIndex | None, settings: PredictionSettings, base: float) -> float:
     """What one OOM kill is worth in bytes of limit: ``oom_cost`` x the fleet's mean peak."""
     unit = index.fleet_mean_peak() if index is not None else None
-    return settings.oom_cost * (unit or base)
+    factor = math.exp(index.calibration.price_log) if index is not None else 1.0
+    return settings.oom_cost * factor * (unit or base)
 
 
 def _margin(index: HistoryIndex | None, trusted: bool, group: int, settings: PredictionSettings,
@@ -416,7 +421,7 @@ def estimate(
     base, s_used = _base(st, settings)
     margin, m_src = _margin(index, trusted, _group(idx, st), settings, base)
     upper = base * math.exp(margin)
-    by_max = st.recent_max * (1.0 + settings.limit_margin)
+    by_max = st.recent_max * (1.0 + settings.limit_margin) if settings.recent_max_floor else 0.0
     # more specific levels with too little history still count: never below what they saw
     specific = 0.0
     for entry in levels:
@@ -512,3 +517,25 @@ def predict_for_retry(
     out = _finish(mreq, new_lim, base.cpu_request_cores, base.cpu_limit_cores, settings, clamp,
                   key=base.key, level=base.level, samples=base.samples, source="retry", figures=figures)
     return out
+
+
+def resize_prediction(
+    index: HistoryIndex,
+    key: JobKey,
+    now: float,
+    killed_limits: Sequence[float],
+    settings: PredictionSettings = DEFAULT_SETTINGS,
+    clamp: Clamp = Clamp(),
+    ref: str | None = None,
+    protected: bool | None = None,
+) -> int | None:
+    """The ``predicted_memory_bytes`` a resize decision takes (:func:`retry_bot.decide.decide`).
+
+    The limit :func:`predict_for_retry` gives after kills at ``killed_limits``; ``None``
+    without trusted history for the key (the policy's bump rule alone decides then).
+    Used by the live bot (``retry_bot.daemon.HistoryPredictor``) and the replay alike.
+    """
+    alloc = predict_for_retry(index, key, now, killed_limits, settings, clamp=clamp, ref=ref, protected=protected)
+    if alloc.samples <= 0:
+        return None
+    return int(alloc.memory_limit_bytes or alloc.memory_request_bytes)

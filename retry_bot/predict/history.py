@@ -77,9 +77,15 @@ class Calibration:
     """
 
     CLIP = 8.0
+    #: Bounds of the OOM-budget feedback on the price of a kill (a factor of 1/50 .. 50).
+    PRICE_LOG_BOUND = math.log(50.0)
 
     def __init__(self, size: int = 2000):
         self.size = size
+        #: log of the factor the OOM-budget feedback applies to the price of a kill.
+        self.price_log = 0.0
+        self.kills = 0
+        self.outcomes = 0
         self._sorted: dict[tuple[bool, int], list[float]] = {}
         self._fifo: dict[tuple[bool, int], deque[float]] = {}
         self._version: dict[tuple[bool, int], int] = {}
@@ -130,6 +136,18 @@ class Calibration:
             return best_m
         return None
 
+    def note_outcome(self, killed: bool, budget_rate: float, gain: float) -> None:
+        """OOM-budget feedback: a kill raises the price of kills, a finished job lowers it.
+
+        Stochastic approximation of ``P(kill per job) = budget_rate``: the log price moves by
+        ``gain * (1 - budget_rate)`` per kill and ``-gain * budget_rate`` per finished job, so it
+        stops moving when kills come at the budgeted rate.
+        """
+        self.outcomes += 1
+        self.kills += killed
+        step = gain * ((1.0 - budget_rate) if killed else -budget_rate)
+        self.price_log = max(-self.PRICE_LOG_BOUND, min(self.PRICE_LOG_BOUND, self.price_log + step))
+
     def count(self, trusted: bool, level: int = -1) -> int:
         return len(self._sorted.get((trusted, level), ()))
 
@@ -153,10 +171,14 @@ class HistoryIndex:
     touch another ref's allocation.
     """
 
-    def __init__(self, keys: KeySettings, max_samples: int = 24, max_refs: int = 4096):
+    def __init__(self, keys: KeySettings, max_samples: int = 24, max_refs: int = 4096, max_keys: int = 100_000):
         self.keys = keys
         self.max_samples = max_samples
         self.max_refs = max_refs
+        #: At most this many values per fallback level (the least recently updated go first):
+        #: with ``max_samples`` and the bounded calibration, the index's memory is bounded
+        #: however long the history.
+        self.max_keys = max_keys
         self._levels: list[dict[tuple[str, ...], LevelHistory]] = [{} for _ in keys.levels]
         self._refs: "OrderedDict[str, list[dict[tuple[str, ...], LevelHistory]]]" = OrderedDict()
         self.calibration = Calibration()
@@ -200,9 +222,13 @@ class HistoryIndex:
             else:
                 self._refs.move_to_end(obs.ref)
         for i, lk in self._level_keys(obs.key):
-            h = tables[i].get(lk)
+            table = tables[i]
+            h = table.pop(lk, None)
             if h is None:
-                h = tables[i][lk] = LevelHistory(self.max_samples)
+                h = LevelHistory(self.max_samples)
+                if len(table) >= self.max_keys:
+                    del table[next(iter(table))]   # the least recently updated value of this level
+            table[lk] = h
             if obs.is_oom:
                 h.ooms.append(obs)
             else:

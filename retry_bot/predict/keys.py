@@ -20,6 +20,8 @@ Everything here is pure.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
@@ -142,52 +144,133 @@ def _compile(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
     return got
 
 
+# Spack's own lexical rules (spack ``lib/spack/spack/spec_parser.py``): names, bare and quoted
+# values, and the set of characters Spack prints without quotes (``NO_QUOTES_NEEDED``, used by
+# ``quote_if_needed`` when ``Spec.format("{variants}")`` prints a variant value).
+_NAME = r"[a-zA-Z_0-9][a-zA-Z_0-9\-.]*"
+_QUOTED_VALUE = r"'(?:[^']|(?<=\\)')*'" + r'|"(?:[^"]|(?<=\\)")*"'
+_NO_QUOTES_NEEDED = re.compile(r"^[a-zA-Z0-9,/_.\-\[\]]+$")
+#: One token of a spec's node options after ``<package>@<version>``.  A key-value value stops at
+#: ``%`` here (``arch=...%gcc@12``: gantry's format glues the compiler to the arch).
+_SPEC_TOKEN = re.compile(
+    r"(?P<ws>\s+)"
+    r"|(?P<comp>%\s*(?P<cname>[a-zA-Z_0-9][a-zA-Z_0-9\-.]*)(?:@(?P<cver>[^\s%'\"+~]+))?)"
+    rf"|(?P<kv>(?P<name>{_NAME}?)(?P<op>:?==?)(?P<val>{_QUOTED_VALUE}|[a-zA-Z_0-9\-+*.,:=^~/\\]*))"
+    rf"|(?P<flag>(?:\+\+|~~|--|[+~-])\s*{_NAME})"
+)
+#: Longest spec accepted: spack-gantry's bound is aiohttp's request-line limit (8190 bytes).
+MAX_SPEC_CHARS = 8190
+
+
+def _unquote(value: str) -> str:
+    """Spack's ``strip_quotes_and_unescape``: drop surrounding quotes, unescape escaped quotes."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        q = value[0]
+        return value[1:-1].replace("\\" + q, q)
+    return value
+
+
+def _quote_if_needed(value: str) -> str:
+    """Spack's ``quote_if_needed``: bare when safe, else single quotes (JSON for values with ``'``)."""
+    if _NO_QUOTES_NEEDED.match(value):
+        return value
+    return json.dumps(value) if "'" in value else f"'{value}'"
+
+
+def _scan(rest: str, what: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]], str | None]:
+    """Tokenize node options: boolean flags, ``name=value`` pairs, the ``%compiler``.
+
+    Raises :class:`SpecError` at the first character Spack's grammar would not accept here.
+    """
+    flags: list[tuple[str, str]] = []
+    pairs: list[tuple[str, str]] = []
+    compiler: str | None = None
+    pos = 0
+    while pos < len(rest):
+        m = _SPEC_TOKEN.match(rest, pos)
+        if m is None or m.end() == pos:
+            raise SpecError(f"{what} has unexpected characters at {rest[pos:pos + 20]!r}")
+        pos = m.end()
+        if m.group("ws"):
+            continue
+        if m.group("comp"):
+            if compiler is not None:
+                raise SpecError(f"{what} names two compilers")
+            cv = m.group("cver")
+            compiler = f"{m.group('cname')}@{cv}" if cv else m.group("cname")
+        elif m.group("kv"):
+            if not m.group("name"):
+                raise SpecError(f"{what} has a value without a variant name")
+            pairs.append((m.group("name"), _unquote(m.group("val"))))
+        else:
+            tok = m.group("flag")
+            sign = "~" if tok[0] in "~-" else "+"
+            flags.append((tok.lstrip("+~-").strip(), sign))
+    return flags, pairs, compiler
+
+
+def _canonical(flags: list[tuple[str, str]], pairs: list[tuple[str, str]]) -> str:
+    """Canonical variant string: boolean flags sorted (``+on~off``), then ``name=value`` sorted.
+
+    ``:=`` / ``==`` (concrete / propagated) are written ``=``; values are printed as Spack prints
+    them (quoted when needed), so a bare ``languages=c,c++`` and Spack's ``languages:='c,c++'``
+    are the same configuration.
+    """
+    flag_s = "".join(f"{sign}{name}" for name, sign in sorted(flags))
+    pair_s = sorted(f"{n}={_quote_if_needed(v)}" for n, v in pairs)
+    return " ".join(x for x in [flag_s, *pair_s] if x)
+
+
+@functools.lru_cache(maxsize=65536)
 def _norm_variants(v: str) -> str:
-    """Canonical variant string: boolean flags sorted, then ``k=v`` sorted (as the traces do)."""
+    """Canonical variant string of a printed variant list (``SPACK_JOB_SPEC_VARIANTS``, a trace key).
+
+    Raises :class:`SpecError` when the string is not a Spack variant list.  Cached: a farm
+    has few distinct variant strings and a year of history repeats them a million times.
+    """
     v = v.strip()
     if not v:
         return ""
-    flags: list[tuple[str, str]] = []
-    pairs: list[str] = []
-    for tok in v.split():
-        if "=" in tok and not tok.startswith(("+", "~")):
-            pairs.append(tok)
-            continue
-        for m in re.finditer(r"([+~])([^+~\s]+)", tok):
-            flags.append((m.group(2), m.group(1)))
-    flag_s = "".join(f"{sign}{name}" for name, sign in sorted(flags))
-    return " ".join(x for x in [flag_s, *sorted(pairs)] if x)
+    flags, pairs, comp = _scan(v, "variant string")
+    if comp is not None:
+        raise SpecError("variant string names a compiler")
+    return _canonical(flags, pairs)
 
 
 def parse_spack_spec(spec: str) -> dict[str, str]:
-    """Parse a spack-gantry style spec, ``pkg@ver +variants arch=ARCH%compiler@ver``.
+    """Parse the spec Spack's dynamic-mapping client sends (``spack ci generate``).
 
-    Also accepts the order Spack prints (``pkg@ver %compiler@ver +variants arch=...``)
-    and a spec without variants.  Raises :class:`SpecError` naming the problem.
+    Spack sends ``{PKG_NAME}@{PKG_VERSION} {VARIANTS} arch={ARCH}%{COMPILER_NAME}@{COMPILER_VERSION}``
+    (spack ``lib/spack/spack/ci/common.py``), variants as ``Spec.format("{variants}")`` prints
+    them: values quoted where Spack's ``quote_if_needed`` quotes them, two spaces when there are
+    none, ``%none@none`` for packages without a compiler.  The order Spack prints a spec in
+    (``pkg@ver %compiler +variants arch=...``) is accepted too.  The fields are keyed exactly as
+    :func:`extract_key` keys the ``SPACK_JOB_SPEC_*`` variables of the recorded job.  Raises
+    :class:`SpecError` naming the problem.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise SpecError("empty spec")
     s = spec.strip()
-    if len(s) > 4096:
-        raise SpecError("spec longer than 4096 characters")
-    m = re.match(r"^(?P<package>[A-Za-z0-9_][\w.+-]*)@(?P<version>[^\s%+~]+)(?P<rest>.*)$", s)
+    if len(s) > MAX_SPEC_CHARS:
+        raise SpecError(f"spec longer than {MAX_SPEC_CHARS} characters")
+    m = re.match(r"^(?P<package>[A-Za-z0-9_][\w.+-]*)@(?P<version>[^\s%+~'\"]+)(?P<rest>.*)$", s, re.S)
     if not m:
         raise SpecError(f"spec {spec[:80]!r} does not start with <package>@<version>")
     out = {"package": m.group("package"), "version": m.group("version")}
-    rest = m.group("rest")
-    arch = re.search(r"\barch=([^\s%]+)", rest)
-    if arch:
-        out["arch"] = arch.group(1)
-        rest = rest[: arch.start()] + " " + rest[arch.end():]
-    comp = re.search(r"%\s*([\w.+-]+@[^\s+~]+|[\w.+-]+)", rest)
-    if comp:
-        out["compiler"] = comp.group(1)
-        rest = rest[: comp.start()] + " " + rest[comp.end():]
-    variants = _norm_variants(rest)
-    if variants:
-        out["variants"] = variants
-    if re.search(r"[^\w\s+~=.,:/@%-]", rest):
-        raise SpecError(f"spec {spec[:80]!r} has unexpected characters in its variants")
+    flags, pairs, compiler = _scan(m.group("rest"), f"spec {spec[:80]!r}")
+    variants = []
+    for name, value in pairs:
+        if name == "arch":
+            if "arch" in out:
+                raise SpecError(f"spec {spec[:80]!r} names two architectures")
+            out["arch"] = value
+        else:
+            variants.append((name, value))
+    if compiler is not None:
+        out["compiler"] = compiler
+    canon = _canonical(flags, variants)
+    if canon:
+        out["variants"] = canon
     return out
 
 
@@ -216,7 +299,10 @@ def extract_key(
     out.pop("compiler_name", None)
     out.pop("compiler_version", None)
     if "variants" in out:
-        out["variants"] = _norm_variants(out["variants"])
+        try:
+            out["variants"] = _norm_variants(out["variants"])
+        except SpecError:  # not Spack's syntax: keep it, whitespace collapsed
+            out["variants"] = " ".join(out["variants"].split())
     if job_name:
         for pat in settings.compiled_patterns():
             m = pat.search(job_name)

@@ -52,6 +52,10 @@ class PredictionSettings:
     #: Memory limit, before the margin ("base"): the larger of the log-normal upper quantile
     #: limit_z spreads above the decayed mean log-peak, and the largest recent peak.
     limit_z: float = 2.0
+    #: The largest recent peak (within two half-lives) is a floor of the base and of the limit
+    #: (x 1 + limit_margin).  Off: only the learned margin over the quantile decides, so the
+    #: OOM budget can also thin the limits of noisy keys.
+    recent_max_floor: bool = True
     #: The margin over that base is learned from the residuals log(peak / base) of past
     #: runs (how far real peaks went beyond the model), per fallback level and trust: the
     #: margin m minimising base * exp(m) + K * P(residual > m), K = oom_cost x the mean peak
@@ -60,6 +64,14 @@ class PredictionSettings:
     #: farm's sizes.  Used once calibration_min residuals exist; kept between limit_margin
     #: and max_margin (a factor).
     oom_cost: float = 36.0
+    #: OOM kills the admin accepts per 100 jobs (0: off: ``oom_cost`` alone prices a kill).  When set, the price of a kill
+    #: (``oom_cost``) is only the starting point: every observed OOM kill raises it and every
+    #: finished job lowers it a little (online, causally, from the farm's own outcomes), so
+    #: kills settle at this rate on any farm; the residuals still decide how the headroom is
+    #: shared between keys (noisy, bimodal or drifting ones get more).
+    oom_budget_per_100: float = 0.85
+    #: Step of that feedback, in log(price) per kill.
+    oom_budget_gain: float = 0.08
     calibration_min: int = 200
     max_margin: float = 3.0
     #: The smallest margin: the limit is at least base x (1 + this) and every known peak
@@ -128,6 +140,8 @@ _NUMERIC: dict[str, tuple[type, float, float]] = {
     "limit_z": (float, 0.0, 10.0),
     "limit_margin": (float, 0.0, 10.0),
     "oom_cost": (float, 0.0, 1e6),
+    "oom_budget_per_100": (float, 0.0, 100.0),
+    "oom_budget_gain": (float, 0.0, 2.0),
     "calibration_min": (int, 1, 1_000_000),
     "max_margin": (float, 1.0, 100.0),
     "prior_spread": (float, 0.0, 5.0),
@@ -148,7 +162,7 @@ _NUMERIC: dict[str, tuple[type, float, float]] = {
     "max_cpu_cores": (float, 0.0, 1e6),
 }
 _MEMORY_KEYS = {"oom_min_bump_bytes", "default_memory_request_bytes", "min_memory_bytes", "max_memory_bytes"}
-_BOOL = {"enabled", "trust_protected"}
+_BOOL = {"enabled", "trust_protected", "recent_max_floor"}
 _CHOICES = {"cold_limit": ("none", "learned", "factor")}
 _KEY_TABLE = {"extract", "levels", "variables", "name_patterns", "include_project"}
 

@@ -649,6 +649,25 @@ class Store:
                 return
             cursor = (rows[-1]["finished_at"], int(rows[-1]["record_id"]))
 
+    def usage_records_after(self, record_id: int, limit: int = _PAGE) -> list[dict[str, Any]]:
+        """Up to ``limit`` stored usage records with ``record_id`` above ``record_id``, in id order.
+
+        The allocation server follows the table with it (each row as :meth:`usage_records`
+        gives it, ``record_id`` included, but with the raw record as JSON text in ``raw``).  On PostgreSQL ids are handed out before commit, so a
+        reader re-reads a small window below its cursor to catch late commits.
+        """
+        limit = max(1, min(int(limit), 10_000))
+        rows = self._read(lambda tx: tx.execute(
+            f"SELECT * FROM usage_records WHERE record_id > ? ORDER BY record_id LIMIT {limit}", (int(record_id),)))
+        out = []
+        for r in rows:  # as _usage(), but the raw record stays JSON text (``raw``): parsed only if needed
+            d = dict(r)
+            d["protected"] = None if d["protected"] is None else bool(d["protected"])
+            d["oom_killed"], d["trusted"] = bool(d["oom_killed"]), bool(d["trusted"])
+            d["key_fields"] = _load(d["key_fields"]) or {}
+            out.append(d)
+        return out
+
     def count_rejected(self, source: str, reason: str) -> None:
         """Count one rejected record (bad signature, malformed...) by source and reason."""
         source = _text(source, "source")

@@ -65,12 +65,12 @@ SIGNING_KEY = b"test-signing-key-0123456789"
 
 def signed_record(job_id: int, peak: int = 2_000_000_000, *, name: str = "alpha@1.0 /abcdefg %gcc@12.3.0",
                   ref: str = "develop", protected: bool = True, oom: bool = False, key: bytes = SIGNING_KEY,
-                  finished: str = "2025-01-06T01:00:00Z") -> dict:
+                  finished: str = "2025-01-06T01:00:00Z", variables: dict | None = None) -> dict:
     from runner_wrapper.record import AppliedLimits, HostInfo, JobIdentity, Usage, UsageRecord, sign_record
 
     rec = UsageRecord(
         job=JobIdentity(id=job_id, project_id=2, project_path="spack/spack-packages", name=name, ref=ref,
-                        protected=protected, variables={"SPACK_JOB_SPEC_PKG_NAME": name.split("@")[0]}),
+                        protected=protected, variables=variables or {"SPACK_JOB_SPEC_PKG_NAME": name.split("@")[0]}),
         host=HostInfo(hostname="runner-1"),
         limits=AppliedLimits(memory_limit_bytes=peak * 2, memory_request_bytes=peak),
         usage=Usage(wall_seconds=300.0, memory_peak_bytes=peak, memory_mean_bytes=peak // 3,

@@ -10,13 +10,20 @@ import pytest
 from retry_bot.predict.estimator import StaticSize
 from retry_bot.predict.keys import JobKey
 from retry_bot.simulate import (
-    GANTRY_STEPS, AttemptAlloc, DecayingHistogram, GantryAllocator, GantryMatch, ResizeView, TraceJob,
+    GANTRY_STEPS, AttemptAlloc, DecayingHistogram, GantryAllocator, GantryMatch, PolicyReplay, TraceJob,
     VpaAllocator, gantry_variants,
 )
 
 GB = 1_000_000_000
 MIB = 1024 * 1024
 T0 = 1_736_000_000.0
+
+
+def _cap(nbytes: int) -> PolicyReplay:
+    """A replay whose memory ceiling is ``nbytes`` (``resize.max_memory``)."""
+    from retry_bot.policy import parse_policy
+
+    return PolicyReplay(parse_policy(f'version = 1\n[resize]\nmax_memory = "{nbytes}"\n'))
 
 
 def job(jid: int, *, pkg: str = "hdf5", version: str = "1.14", variants: str = "+mpi~cuda build_system=cmake",
@@ -84,7 +91,7 @@ def test_gantry_fallback_chain_order():
 
 
 def test_gantry_oom_rule_three_bumps_of_1_2():
-    g = GantryAllocator(ResizeView(max_memory=100 * GB))
+    g = GantryAllocator(_cap(100 * GB))
     j = job(1, peak=50 * GB)
     atts = [g.first(j)]
     while (nxt := g.retry(j, atts)) is not None:
@@ -109,7 +116,7 @@ def test_decaying_histogram_buckets_percentile_and_half_life():
 
 
 def test_vpa_target_upper_bound_confidence_and_cold_start():
-    v = VpaAllocator(ResizeView(max_memory=1000 * GB))
+    v = VpaAllocator(_cap(1000 * GB))
     q = job(1000, t=T0 + 10 * 86400)
     cold = v.first(q)
     assert cold == AttemptAlloc(8 * GB, None, 4.0)                        # no history: static size, no limit
@@ -126,7 +133,7 @@ def test_vpa_target_upper_bound_confidence_and_cold_start():
 
 
 def test_vpa_record_oom_bumps_the_next_attempt():
-    v = VpaAllocator(ResizeView(max_memory=1000 * GB))
+    v = VpaAllocator(_cap(1000 * GB))
     for i in range(4):
         v.observe_success(job(i + 1, peak=1 * GB, duration=86400.0, t=T0 + i * 60), T0 + i * 60 + 86400)
     j = job(50, peak=30 * GB, t=T0 + 5 * 86400)

@@ -57,8 +57,8 @@ def test_allocation_like_gantry_with_and_without_history(server, store):
     for i in range(5):
         store.add_usage_record(signed_record(100 + i, peak=6_000_000_000, name="alpha@1.0 /abcdefg %gcc@12.3.0",
                                              finished=f"2025-01-06T0{i}:00:00Z"), "test")
-    status, body = _req(server.url + "/v1/allocation?spec=alpha@1.0%25gcc@12.3.0",
-                        headers={"X-Rightsizer-Explain": "1"})
+    assert server.sync()   # written behind the server's back: wait until its model has them
+    status, body = _req(server.url + "/v1/allocation/explain?spec=alpha@1.0%25gcc@12.3.0")
     got = json.loads(body)
     assert status == 200 and got["explanation"]["samples"] == 5
     assert set(got["variables"]) == {"KUBERNETES_MEMORY_REQUEST", "KUBERNETES_MEMORY_LIMIT",
@@ -245,3 +245,10 @@ def test_stored_records_feed_requested_vs_used_counters():
     assert get("rightsizer_cpu_requested_core_seconds_total", {"project": "g/p"}) == 20.0
     assert get("rightsizer_cpu_used_core_seconds_total", {"project": "g/p"}) == 15.0
     assert get("rightsizer_oom_kills_total", {"project": "g/p"}) == 1
+
+
+def test_allocation_answers_only_gitlab_job_keywords_even_when_asked_to_explain(server):
+    """Spack deep-merges every top-level key into the job (gitlab-mechanics.md §11.6)."""
+    for headers in ({}, {"X-Rightsizer-Explain": "1"}):
+        status, body = _req(server.url + "/v1/allocation?spec=alpha@1.0%25gcc@12.3.0", headers=headers)
+        assert status == 200 and set(json.loads(body)) == {"variables"}

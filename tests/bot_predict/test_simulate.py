@@ -18,7 +18,7 @@ from retry_bot.predict.settings import DEFAULT_SETTINGS
 
 from retry_bot.cli import main as cli_main
 from retry_bot.simulate import (
-    BASELINES, AttemptAlloc, ResizeView, compute_metrics, load_trace, make_allocator, simulate,
+    BASELINES, AttemptAlloc, PolicyReplay, compute_metrics, load_trace, make_allocator, simulate,
 )
 from tests.bot_predict.conftest import make_records, write_trace
 
@@ -139,7 +139,11 @@ def test_budget_and_cap_bound_the_retries(tmp_path):
         r["memory_peak_bytes"] = 50_000_000_000          # far above the cap
     jobs = load_trace(str(write_trace(tmp_path / "a.jsonl", recs)))
     settings = replace(DEFAULT_SETTINGS, cold_limit="factor")      # every attempt has a limit
-    res = simulate(jobs, make_allocator(None, settings, ResizeView(budget=2, max_memory=20_000_000_000)))
+    from retry_bot.policy import parse_policy
+
+    pol = parse_policy('version = 1\n[families.oom]\naction = "resize"\nbudget = 2\n'
+                       '[resize]\nmax_memory = "20G"\n')
+    res = simulate(jobs, make_allocator(None, settings, PolicyReplay(pol)))
     for rows in _by_job(res.rows).values():
         assert len(rows) <= 3
         assert all((r["memory_limit_bytes"] or 0) <= 20_000_000_000 for r in rows)
