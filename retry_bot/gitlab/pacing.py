@@ -43,10 +43,12 @@ class RequestPacer:
         burst: bucket size (default: a twentieth of the budget, at least 1).
         period: the budget's window in seconds (60; tests shorten it).
         clock: monotonic seconds; ``wall``: Unix seconds (to read ``RateLimit-Reset``).
+        on_wait: called with every wait (metrics).
     """
 
     def __init__(self, per_minute: float | None = None, *, burst: int | None = None, period: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+                 on_wait: Callable[[float], None] | None = None) -> None:
         if per_minute is not None and per_minute < 0:
             raise ValueError("per_minute must be >= 0")
         if period <= 0:
@@ -58,6 +60,7 @@ class RequestPacer:
             self.burst = min(self.burst, max(1, int(self.budget) - 1)) if self.budget > 1 else 1
         self._clock = clock
         self._wall = wall
+        self.on_wait = on_wait
         self._lock = threading.Lock()
         self._tokens = float(self.burst)
         self._stamp = clock()  # (no skew yet)
@@ -148,6 +151,8 @@ class RequestPacer:
             waited += wait
             with self._lock:
                 self.waited_seconds += wait
+            if self.on_wait is not None:
+                self.on_wait(wait)
 
     def observe(self, headers: Mapping[str, str] | None, *, key: str = "", status: int | None = None,
                 hint: float | None = None) -> None:
