@@ -508,6 +508,10 @@ class GitLabClient:
             if hint is not None:
                 hint = min(hint, self.settings.max_wait_seconds)
             self.pacer.observe(headers, key=key, status=429, hint=hint)
+            if write and hint is not None and hint > self.settings.write_max_pacing_wait_seconds:
+                # Not worth stalling the bot for: GitLab did not act; the caller tries again later.
+                return WriteNotSent(f"429 {msg}; GitLab asked to wait {hint:.0f}s", status=429, what=what,
+                                    retry_after=hint)
             return _Transient(f"429 {msg}", status=429, hint=hint)
         if status is not None and (status in TRANSIENT_STATUSES):
             if write:

@@ -55,16 +55,14 @@ class RequestPacer:
             raise ValueError("period must be > 0")
         self.budget = float(per_minute) if per_minute else None
         self.period = float(period)
-        self.burst = max(1, int(burst if burst is not None else (self.budget or 20) // 20))
-        if self.budget is not None:
-            self.burst = min(self.burst, max(1, int(self.budget) - 1)) if self.budget > 1 else 1
+        self._burst_cfg = burst
         self._clock = clock
         self._wall = wall
         self.on_wait = on_wait
         self._lock = threading.Lock()
+        self._header_limit: float | None = None
         self._tokens = float(self.burst)
         self._stamp = clock()  # (no skew yet)
-        self._header_limit: float | None = None
         #: GitLab's own count: requests left until ``_server_reset`` (monotonic), from the last headers.
         self._server_left: float | None = None
         self._server_reset = 0.0
@@ -85,11 +83,24 @@ class RequestPacer:
 
     # ------------------------------------------------------------------ bookkeeping
 
-    def _rate(self) -> float | None:
-        """Tokens per second, or ``None`` when nothing bounds the rate."""
+    def _effective_budget(self) -> float | None:
         budget = self.budget
         if self._header_limit is not None:
             budget = min(budget, self._header_limit) if budget is not None else self._header_limit
+        return budget
+
+    @property
+    def burst(self) -> int:
+        """Bucket size: as configured, else a twentieth of the budget in force (at least 1, below the budget)."""
+        budget = self._effective_budget()
+        b = self._burst_cfg if self._burst_cfg is not None else int((budget or 20) // 20)
+        if budget is not None:
+            b = min(b, int(budget) - 1)
+        return max(1, int(b))
+
+    def _rate(self) -> float | None:
+        """Tokens per second, or ``None`` when nothing bounds the rate."""
+        budget = self._effective_budget()
         if budget is None:
             return None
         return max(budget - self.burst, 1.0) / self.period
@@ -163,7 +174,10 @@ class RequestPacer:
             limit = _number(h.get("ratelimit-limit"))
             if limit is not None and limit >= 1:
                 self._refill(now)
+                unbounded = self._rate() is None
                 self._header_limit = limit
+                if unbounded:
+                    self._tokens = float(self.burst)  # from "no bound" to a bound: start with a full bucket
             remaining = _number(h.get("ratelimit-remaining"))
             reset = _number(h.get("ratelimit-reset"))
             if remaining is not None and reset is not None:
