@@ -31,7 +31,7 @@ from retry_bot.config import BotConfig
 from retry_bot.gitlab.client import GitLabApiError, GitLabClient, NotFound, RetrySettings
 from retry_bot.gitlab.jobdef import GeneratedPipelineSource
 from retry_bot.gitlab.pacing import RequestPacer
-from retry_bot.metrics import BotMetrics, add_load_metrics
+from retry_bot.metrics import BotMetrics
 from retry_bot.poller import CycleReport, Poller, PollerSettings
 from retry_bot.problems import ConfigError
 from retry_bot.state import LeadershipLost
@@ -62,7 +62,7 @@ class Bot:
         self.config = config
         self.clock = clock
         self.dry_run = config.dry_run if dry_run is None else bool(dry_run)
-        self.metrics = add_load_metrics(BotMetrics(registry))
+        self.metrics = BotMetrics(registry)
         if not config.leader_enabled:
             self.metrics.is_leader.set(1)  # a single instance is the only actor
         self.policy_path = config.policy_path

@@ -36,6 +36,7 @@ class BotMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        add_load_metrics(self)
         self.jobs_classified = Counter("retry_bot_jobs_classified", "Failed jobs classified",
                                        ["family", "category"], registry=r)
         self.decisions = Counter("retry_bot_decisions", "Decisions made", ["action"], registry=r)
@@ -73,7 +74,7 @@ class BotMetrics:
 
 
 def add_load_metrics(metrics: BotMetrics) -> BotMetrics:
-    """Register the pacing and webhook metrics on ``metrics`` (its registry) and return it."""
+    """Register the pacing and webhook metrics on ``metrics`` (its registry); called by ``BotMetrics``."""
     r = metrics.registry
     metrics.writes_deferred = Counter("retry_bot_writes_deferred",  # type: ignore[attr-defined]
                                       "GitLab writes answered 429 until the retries ran out: kept, tried later",
