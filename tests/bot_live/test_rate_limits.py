@@ -220,3 +220,60 @@ def test_against_a_real_limit_the_bot_stays_under_its_budget(tmp_path):
         if bot is not None:
             bot.close()
         farm.close()
+
+
+# ------------------------------------------------------------------------ the action runner, simulated clock
+
+
+class _RefusingClient:
+    """retry_job answers WriteNotSent ``refusals`` times, then creates job 501; records the call order."""
+
+    def __init__(self, refusals: int, retry_after: float | None = None):
+        self.refusals = refusals
+        self.retry_after = retry_after
+        self.calls: list[str] = []
+
+    def retry_job(self, project, job_id):
+        self.calls.append("retry")
+        if self.refusals > 0:
+            self.refusals -= 1
+            raise WriteNotSent("429 Too Many Requests", status=429, what="retry", retry_after=self.retry_after)
+        return {"id": 501}
+
+    def job_details(self, path, job_id):
+        self.calls.append("read")
+        return {"retried": False}
+
+    def pipeline_jobs(self, *a, **k):
+        self.calls.append("read")
+        return []
+
+
+def test_a_refused_write_keeps_its_intent_backs_off_and_reads_gitlab_before_the_repeat(tmp_path):
+    from retry_bot.actions import ActionRequest, ActionRunner, ActionSettings
+    from retry_bot.state import open_store
+
+    clock = SimClock(5000.0)
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}", clock=clock)
+    client = _RefusingClient(2, retry_after=40.0)
+    runner = ActionRunner(client, store, clock=clock, settings=ActionSettings(
+        settle_seconds=75.0, refused_backoff_seconds=15.0, refused_backoff_max_seconds=600.0))
+    req = ActionRequest(kind="retry", project_id=1, project_path="g/p", job_id=500, job_name="build",
+                        pipeline_id=9, ref="main", origin_job_id=500, attempt=2)
+    intent = runner.start(req)
+    out = runner.drive(intent)
+    assert out.status == "waiting" and client.calls == ["retry"]
+    assert store.get_action(req.key).status == "begun"           # kept, not failed
+    clock.sleep(39.0)
+    assert [o.status for o in runner.resume_all()] == ["waiting"] and client.calls == ["retry"]  # Retry-After: 40 s
+    clock.sleep(2.0)
+    runner.resume_all()
+    assert client.calls == ["retry", "read", "retry"]           # GitLab's state read before the repeat
+    clock.sleep(39.0)                                            # second refusal: 2 x 15 s = 30 s < Retry-After 40 s
+    assert runner.resume_all()[0].status == "waiting" and client.calls.count("retry") == 2
+    clock.sleep(2.0)
+    outs = runner.resume_all()
+    assert outs[0].status == "done" and outs[0].new_job_id == 501
+    assert client.calls == ["retry", "read", "retry", "read", "retry"]
+    assert store.get_action(req.key).status == "completed"
+    store.close()
