@@ -111,6 +111,17 @@ def test_a_definite_refusal_is_still_rejected(srv):
         c.retry_job(1, 5)
 
 
+def test_a_408_write_is_ambiguous_not_refused(srv):
+    """408: the request may have been processed; only other 4xx are definite refusals."""
+    from retry_bot.gitlab.client import AmbiguousWrite
+
+    srv.answers = [(408, {}, {"message": "408 Request Timeout"})]
+    c = GitLabClient(srv.url, "glpat-x", retry=RetrySettings(max_attempts=3), sleep=lambda s: None)
+    with pytest.raises(AmbiguousWrite):
+        c.retry_job(1, 5)
+    assert len(srv.requests) == 1
+
+
 def test_a_write_held_long_by_a_429_is_deferred_without_being_sent(srv):
     srv.answers = [(429, {"Retry-After": "50"}, {}), (200, {}, {"id": 1})]
     c = GitLabClient(srv.url, "glpat-x", retry=RetrySettings(max_attempts=3, max_wait_seconds=60),
