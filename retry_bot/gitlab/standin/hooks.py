@@ -82,7 +82,7 @@ def job_hook_payload(state: GitLabState, job: Job) -> dict[str, Any]:
                   "email": "[REDACTED]"} if user else None),
         "commit": {"id": pipe.id, "name": None, "sha": pipe.sha, "message": "stand-in commit\n",
                    "author_name": "Stand In", "author_email": "standin@example.invalid",
-                   "author_url": f"mailto:standin@example.invalid", "status": pipe.status,
+                   "author_url": "mailto:standin@example.invalid", "status": pipe.status,
                    "duration": _duration(pipe.started_at, pipe.finished_at),
                    "started_at": iso(pipe.started_at), "finished_at": iso(pipe.finished_at)},
         "repository": {"name": proj.name, "url": f"git@127.0.0.1:{proj.full_path}.git", "description": None,
