@@ -38,6 +38,18 @@ Actions:
 The overall intent completes when the job runs with the new variables; the
 new job joins the lineage in the state store.
 
+A refused write is not a failed action.  When GitLab answers a write only with
+429s (or the connection never opened) until the client's retries run out, the
+client raises :class:`~retry_bot.gitlab.client.WriteNotSent`: GitLab did
+nothing.  The intent stays open and is driven again after a backoff
+(``refused_backoff_seconds``, doubling up to ``refused_backoff_max_seconds``,
+never sooner than GitLab's ``Retry-After``) through the same path as any open
+intent: GitLab's state is read before the write is repeated.  Because this
+process knows that none of its writes of that intent reached GitLab, it need
+not wait ``settle_seconds`` before the repeat (an intent inherited from another
+process still does).  Only a definite refusal -- a 4xx other than 429 and 408,
+or GraphQL ``errors`` -- fails the action, with GitLab's reason recorded.
+
 Leader fencing.  The state store fences its own writes by leadership term, but
 GitLab knows nothing of terms, so two more rules apply (docs/state.md, the same
 ones :func:`retry_bot.state.perform_once` applies):
@@ -58,8 +70,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
-from retry_bot.gitlab.client import (AmbiguousWrite, GitLabApiError, GitLabClient, GraphQLSchemaError, WriteRejected,
-                                     parse_time)
+from retry_bot.gitlab.client import (AmbiguousWrite, GitLabApiError, GitLabClient, GraphQLSchemaError, WriteNotSent,
+                                     WriteRejected, parse_time)
 from retry_bot.state import ActionIntent, LeadershipLost, StateError
 from runner_wrapper.logconfig import get_logger
 
@@ -110,6 +122,10 @@ class ActionSettings:
     settle_seconds: float = 75.0
     #: Give up waiting for the child pipeline's manual job after this long.
     child_timeout_seconds: float = 3600.0
+    #: First wait before a write GitLab did not accept (429) is tried again; doubles each time.
+    refused_backoff_seconds: float = 15.0
+    #: The longest such wait.
+    refused_backoff_max_seconds: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -175,6 +191,11 @@ class ActionRunner:
         self._pipelines: dict[str, int] = {}
         #: Writes this process knows it made (so a fresh intent needs no observation).
         self._sent: dict[str, float] = {}
+        #: Write intents begun by this process none of whose writes reached GitLab (all
+        #: refused with 429 or never connected): nothing is in flight, no settle wait.
+        self._unsent: set[str] = set()
+        #: Overall intent key -> (refusals in a row, not before) for writes GitLab refused.
+        self._deferred: dict[str, tuple[int, float]] = {}
 
     # ------------------------------------------------------------------ entry points
 
@@ -211,6 +232,9 @@ class ActionRunner:
                            str(intent.error or ""), (intent.result or {}).get("new_job_id"))
         if only_due and req.not_before > self.clock():
             return Outcome(req.key, "waiting", f"backoff until {req.not_before:.0f}")
+        deferred = self._deferred.get(req.key)
+        if only_due and deferred is not None and deferred[1] > self.clock():
+            return Outcome(req.key, "waiting", f"GitLab refused the write (429): trying again at {deferred[1]:.0f}")
         # Sub-intents are begun after their overall intent by the same (or a later)
         # leader, so the overall intent's term is the oldest: one check covers them all.
         inherited = self.store.reconcile_delay(intent)
@@ -241,8 +265,37 @@ class ActionRunner:
     # ------------------------------------------------------------------ plain retry and jobRetry
 
     def _settled(self, intent: ActionIntent) -> bool:
+        if intent.idempotency_key in self._unsent:
+            return True  # every write of it was refused before GitLab acted: nothing can still land
         last = max(intent.updated_at, self._sent.get(intent.idempotency_key, 0.0))
         return self.clock() - last >= self.settings.settle_seconds
+
+    def _sending(self, intent: ActionIntent, fresh: bool) -> None:
+        """Bookkeeping right before a write of ``intent``."""
+        key = intent.idempotency_key
+        if fresh:
+            self._unsent.add(key)  # until a write of it may have reached GitLab
+        self._sent[key] = self.clock()
+
+    def _not_sent(self, intent: ActionIntent, req: ActionRequest, exc: WriteNotSent, step: str) -> Outcome:
+        """GitLab did not act on the write (429s): keep the intent, try again after a backoff."""
+        n, _ = self._deferred.get(req.key, (0, 0.0))
+        wait = min(self.settings.refused_backoff_seconds * (2 ** n), self.settings.refused_backoff_max_seconds)
+        wait = max(wait, exc.retry_after or 0.0)
+        due = self.clock() + wait
+        self._deferred[req.key] = (n + 1, due)
+        if len(self._deferred) > 10000:  # bounded; a forgotten entry only means no backoff for it
+            self._deferred.pop(next(iter(self._deferred)))
+        if self.metrics is not None and hasattr(self.metrics, "writes_deferred"):
+            self.metrics.writes_deferred.labels(req.kind).inc()
+        log.warning("action_write_deferred", key=req.key, job_url=req.web_url, step=step, refusals=n + 1,
+                    retry_in_seconds=round(wait, 1), error=str(exc),
+                    note="GitLab did not act (rate limited); the intent stays open and is tried again")
+        return Outcome(req.key, "waiting", f"GitLab did not accept the write yet ({exc}); again in {wait:.0f}s")
+
+    def _sent_ok(self, intent: ActionIntent, req: ActionRequest) -> None:
+        self._deferred.pop(req.key, None)
+        self._unsent.discard(intent.idempotency_key)
 
     def _single(self, intent: ActionIntent, req: ActionRequest, kind: str) -> Outcome:
         fresh = intent.created and intent.attempts == 1 and intent.idempotency_key not in self._sent
@@ -253,20 +306,24 @@ class ActionRunner:
             if not self._settled(intent):
                 return Outcome(req.key, "waiting", "an earlier write may still land; waiting before redoing it")
         self.store.ensure_leader()  # renews the lease, or LeadershipLost: a deposed replica writes nothing
-        self._sent[intent.idempotency_key] = self.clock()
+        self._sending(intent, fresh)
         try:
             if kind == "retry":
                 new = self.client.retry_job(req.project_id, req.job_id)
                 new_id = int(new["id"])
             else:
                 new_id = int(self.client.job_retry_with_variables(req.job_id, req.variables)["id"])
+        except WriteNotSent as exc:
+            return self._not_sent(intent, req, exc, kind)
         except WriteRejected as exc:
             self.store.fail_action(intent.intent_id, str(exc), False)
             log.warning("action_failed", key=req.key, job_url=req.web_url, action=kind, reason=str(exc))
             return Outcome(req.key, "failed", str(exc))
         except (AmbiguousWrite, GitLabApiError) as exc:
+            self._unsent.discard(intent.idempotency_key)
             log.warning("action_outcome_unknown", key=req.key, job_url=req.web_url, action=kind, error=str(exc))
             return Outcome(req.key, "waiting", f"outcome unknown: {exc}")
+        self._sent_ok(intent, req)
         return self._finish(intent, req, new_id, observed=False)
 
     def _observe_retried(self, req: ActionRequest) -> int | None:
@@ -359,17 +416,21 @@ class ActionRunner:
             # ``created``: the child pipeline is not processed yet; playing now gets 400 "Unplayable Job"
             return Outcome(req.key, "waiting", f"the manual copy {manual_id} is {status}, not manual yet")
         self.store.ensure_leader()
-        self._sent[play_intent.idempotency_key] = self.clock()
+        self._sending(play_intent, fresh)
         try:
             self.client.play_job(req.project_id, manual_id, req.variables)
+        except WriteNotSent as exc:
+            return self._not_sent(play_intent, req, exc, "play")
         except WriteRejected as exc:
             self.store.fail_action(play_intent.intent_id, str(exc), False)
             self.store.fail_action(intent.intent_id, f"playing job {manual_id} was refused: {exc}", False)
             log.warning("action_failed", key=req.key, job_url=req.web_url, reason=str(exc))
             return Outcome(req.key, "failed", str(exc))
         except (AmbiguousWrite, GitLabApiError) as exc:
+            self._unsent.discard(play_intent.idempotency_key)
             log.warning("action_outcome_unknown", key=req.key, step="play", job_id=manual_id, error=str(exc))
             return Outcome(req.key, "waiting", f"play outcome unknown: {exc}")
+        self._sent_ok(play_intent, req)
         self.store.complete_action(play_intent.intent_id, {"job_id": manual_id, "observed": False})
         return self._finish(intent, req, manual_id, observed=False, extra={"pipeline_id": pipeline_id})
 
@@ -386,9 +447,12 @@ class ActionRunner:
             if not self._settled(pipe_intent):
                 return None
         self.store.ensure_leader()
-        self._sent[key] = self.clock()
+        self._sending(pipe_intent, fresh)
         try:
             pipe = self.client.create_pipeline(req.project_id, req.ref, req.pipeline_variables)
+        except WriteNotSent as exc:
+            self._not_sent(pipe_intent, req, exc, "create_pipeline")
+            return None
         except WriteRejected as exc:
             hint = ""
             if exc.status == 400:
@@ -400,8 +464,10 @@ class ActionRunner:
                         reason=f"{exc}{hint}")
             return None
         except (AmbiguousWrite, GitLabApiError) as exc:
+            self._unsent.discard(key)
             log.warning("action_outcome_unknown", key=req.key, step="create_pipeline", error=str(exc))
             return None
+        self._sent_ok(pipe_intent, req)
         pid = int(pipe["id"])
         self._claim_pipeline(pid, key)
         self.store.complete_action(pipe_intent.intent_id, {"pipeline_id": pid, "observed": False,

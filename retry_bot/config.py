@@ -39,6 +39,25 @@ class GitLabSettings:
     max_attempts: int = 5
     max_wait_seconds: float = 60.0
     max_total_seconds: float = 120.0
+    #: The bot's own budget of API requests per minute (0: none; GitLab's RateLimit-* headers still pace).
+    max_requests_per_minute: int = 0
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """``[webhook]``: GitLab job events as a faster trigger than polling (off by default)."""
+
+    enabled: bool = False
+    #: URL path the receiver answers on (served by the bot's ``[http] listen`` server).
+    path: str = "/v1/gitlab/job-events"
+    #: The secret GitLab sends as ``X-Gitlab-Token`` (from ``secret_env`` or ``secret_file``).
+    secret: str | None = field(default=None, repr=False)
+    secret_source: str = ""
+    max_body_bytes: int = 256 * 1024
+    #: Job ids waiting to be decided at most; beyond it an event is dropped (polling finds the job).
+    queue_size: int = 10000
+    #: With webhooks on, the full poll (the reconciliation safety net) runs this often.
+    reconcile_interval_seconds: float = 900.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +100,7 @@ class BotConfig:
     source: str = ""
     #: ``/healthz`` answers 503 after this many failed poll cycles in a row.
     unhealthy_after_failed_cycles: int = 3
+    webhook: WebhookSettings = WebhookSettings()
 
 
 #: The collector/usage bearer token's environment variable (the runner wrapper's name too).
@@ -158,7 +178,7 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
             return {}
         return v
 
-    known_tables = {"gitlab", "poll", "bot", "http", "signing", "leader", "jobdef"}
+    known_tables = {"gitlab", "poll", "bot", "http", "signing", "leader", "jobdef", "webhook"}
     for k in data:
         if k not in known_tables:
             bad(k, f"unknown section (known: {', '.join(sorted(known_tables))})")
@@ -186,7 +206,7 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
     # [gitlab]
     g = table("gitlab")
     check_keys(g, "gitlab", {"url", "token_env", "token_file", "request_timeout_seconds", "max_attempts",
-                             "max_wait_seconds", "max_total_seconds", "token"})
+                             "max_wait_seconds", "max_total_seconds", "token", "max_requests_per_minute"})
     url = get(g, "gitlab", "url", str, "")
     if not url:
         bad("gitlab.url", "is required (e.g. https://gitlab.example.com)")
@@ -219,6 +239,7 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
         max_attempts=int(get(g, "gitlab", "max_attempts", int, 5, minimum=1)),
         max_wait_seconds=float(get(g, "gitlab", "max_wait_seconds", (int, float), 60.0, minimum=0)),
         max_total_seconds=float(get(g, "gitlab", "max_total_seconds", (int, float), 120.0, minimum=0)),
+        max_requests_per_minute=int(get(g, "gitlab", "max_requests_per_minute", int, 0, minimum=0)),
     )
 
     # [poll]
@@ -304,6 +325,46 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
         except ListenError as exc:
             bad("http.listen", str(exc))
 
+    # [webhook]
+    wh = table("webhook")
+    check_keys(wh, "webhook", {"enabled", "path", "secret_env", "secret_file", "max_body_kib", "queue_size",
+                               "reconcile_interval_seconds"})
+    wh_enabled = bool(get(wh, "webhook", "enabled", bool, False))
+    wh_path = get(wh, "webhook", "path", str, WebhookSettings.path)
+    if not wh_path.startswith("/") or wh_path in ("/metrics", "/healthz", "/v1/allocation", "/v1/usage"):
+        bad("webhook.path", f"must be a URL path starting with / and not one of the bot's other endpoints, "
+                            f"got {wh_path!r}")
+    wh_secret: str | None = None
+    wh_source = ""
+    wh_env = get(wh, "webhook", "secret_env", str, "RETRY_BOT_WEBHOOK_SECRET")
+    wh_file = get(wh, "webhook", "secret_file", str, "")
+    if wh_file:
+        wf = _resolve(base, wh_file)
+        try:
+            wh_secret = Path(wf).read_text(encoding="utf-8").strip()
+            wh_source = f"file {wf}"
+        except OSError as exc:
+            if wh_enabled:
+                bad("webhook.secret_file", f"cannot read {wf}: {exc.strerror or exc}")
+    elif wh_env and env.get(wh_env):
+        wh_secret = env[wh_env].strip()
+        wh_source = f"environment variable {wh_env}"
+    else:
+        wh_source = f"environment variable {wh_env} (unset)"
+    register_secret(wh_secret)
+    if wh_enabled and not wh_secret and require_secrets:
+        bad("webhook.secret_env", f"webhooks are enabled but the secret is missing: set {wh_source.split(' (')[0]}"
+                                  " (the Secret token of the GitLab webhook), or secret_file")
+    if wh_enabled and not listen:
+        bad("webhook.enabled", "webhooks need the bot's HTTP server: set [http] listen")
+    whs = WebhookSettings(
+        enabled=wh_enabled, path=wh_path, secret=wh_secret or None, secret_source=wh_source,
+        max_body_bytes=int(get(wh, "webhook", "max_body_kib", int, 256, minimum=1)) * 1024,
+        queue_size=int(get(wh, "webhook", "queue_size", int, 10000, minimum=1)),
+        reconcile_interval_seconds=float(get(wh, "webhook", "reconcile_interval_seconds", (int, float), 900.0,
+                                             minimum=0.05)),
+    )
+
     # [signing]
     s = table("signing")
     check_keys(s, "signing", {"keys"})
@@ -369,4 +430,5 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
         generated=tuple(gen),
         source=source,
         unhealthy_after_failed_cycles=unhealthy_after,
+        webhook=whs,
     )

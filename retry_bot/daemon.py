@@ -11,6 +11,11 @@ Signals:
   lease is released, and the process exits 0.
 * **SIGHUP** — reload the policy file.  A new policy that does not validate
   is rejected with every problem logged; the last good one stays in force.
+
+With ``[webhook] enabled``, GitLab's job events (:mod:`retry_bot.webhook`) are
+handled as they arrive (:meth:`Bot.handle_events`), open intents are driven
+every ``interval_seconds``, and the full poll -- the reconciliation safety net
+that finds whatever an event missed -- runs every ``reconcile_interval_seconds``.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from typing import Any, Callable
 
 from retry_bot.actions import ActionRunner, ActionSettings
 from retry_bot.config import BotConfig
-from retry_bot.gitlab.client import GitLabClient, RetrySettings
+from retry_bot.gitlab.client import GitLabApiError, GitLabClient, NotFound, RetrySettings
 from retry_bot.gitlab.jobdef import GeneratedPipelineSource
+from retry_bot.gitlab.pacing import RequestPacer
 from retry_bot.metrics import BotMetrics
 from retry_bot.poller import CycleReport, Poller, PollerSettings
 from retry_bot.problems import ConfigError
@@ -66,7 +72,9 @@ class Bot:
         self.client = GitLabClient(g.url, g.token, retry=RetrySettings(
             max_attempts=g.max_attempts, max_total_seconds=g.max_total_seconds,
             max_wait_seconds=g.max_wait_seconds, request_timeout_seconds=g.request_timeout_seconds),
-            observer=self.metrics.observe_api_call, clock=clock)
+            observer=self.metrics.observe_api_call, clock=clock,
+            pacer=RequestPacer(g.max_requests_per_minute or None, wall=clock,
+                               on_wait=self.metrics.api_paced_seconds.inc))
         self.store = store if store is not None else open_store(config.state_url, clock=clock)
         settle = max(2 * g.request_timeout_seconds + 1.0, 3.0)
         self.actions = ActionRunner(self.client, self.store, metrics=self.metrics, clock=clock,
@@ -90,6 +98,13 @@ class Bot:
         self.fatal: str | None = None
         self._renewed = time.monotonic()
         self._http: Any = None
+        self.webhook: Any = None
+        if config.webhook.enabled:
+            from retry_bot.webhook import JobEventQueue, WebhookReceiver
+
+            w = config.webhook
+            self.webhook = WebhookReceiver(w.secret, queue=JobEventQueue(w.queue_size), max_body_bytes=w.max_body_bytes,
+                                           on_event=lambda outcome: self.metrics.webhook_events.labels(outcome).inc())
         log.info("bot_ready", gitlab=redact_url(g.url), token_source=g.token_source, projects=list(p.projects),
                  groups=list(p.groups), dry_run=self.dry_run, policy=self.policy_path or "<embedded default>",
                  state=getattr(self.store, "location", config.state_url), signing_keys=sorted(config.signing_keys))
@@ -129,6 +144,8 @@ class Bot:
     def stop(self) -> None:
         """Ask the loop to stop after the job (and GitLab write) in flight."""
         self._stop.set()
+        if self.webhook is not None:
+            self.webhook.queue.wake()
 
     @property
     def stopping(self) -> bool:
@@ -202,10 +219,17 @@ class Bot:
         refused the token for every watched project: polling on would only fail).
         """
         interval = self.config.poll.interval_seconds
+        reconcile_at = 0.0  # monotonic time of the next full poll (webhooks on)
         while not self._stop.is_set():
             started = time.monotonic()
+            full = self.webhook is None or started >= reconcile_at
             if self._lead():
                 try:
+                    if not full:
+                        self.tick()
+                        self._wait_for_events(interval - (time.monotonic() - started), reconcile_at)
+                        continue
+                    reconcile_at = started + self.config.webhook.reconcile_interval_seconds
                     report = self.once()
                     if report.fatal:
                         log.error("stopping_fatal", problem=report.fatal,
@@ -221,8 +245,85 @@ class Bot:
                     log.exception("poll_cycle_crashed", error=str(exc), consecutive_failed_cycles=self.failed_cycles)
             else:
                 log.debug("not_leader", holder=self.config.leader_holder)
+            if self.webhook is not None and not self._stop.is_set():
+                self._wait_for_events(interval - (time.monotonic() - started), reconcile_at)
+                continue
             self._stop.wait(max(0.0, interval - (time.monotonic() - started)))
         return 0
+
+    # ------------------------------------------------------------------ webhooks
+
+    def _wait_for_events(self, seconds: float, reconcile_at: float) -> None:
+        """Until ``seconds`` pass (or the full poll is due), handling job events as they come."""
+        deadline = min(time.monotonic() + max(0.0, seconds), reconcile_at)
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self.webhook.queue.wait(min(left, 0.5)) and not self._stop.is_set():
+                if not self._lead():
+                    # A standby keeps its queue (handled once it leads) and waits out the interval.
+                    self._stop.wait(max(0.0, deadline - time.monotonic()))
+                    return
+                try:
+                    self.handle_events()
+                except LeadershipLost as exc:
+                    log.warning("leadership_lost", holder=self.config.leader_holder, error=str(exc))
+                    self.metrics.is_leader.set(0)
+                    return
+
+    def tick(self) -> None:
+        """Between full polls (webhooks on): handle queued events, drive open intents one step."""
+        self.handle_events()
+        self.actions.resume_all()
+
+    def handle_events(self, limit: int = 500) -> int:
+        """Decide the jobs of queued webhook events, through the poller's exactly-once path.
+
+        Each event costs one ``GET /projects/:id/jobs/:id`` (GitLab's state, not the
+        event's word: an event may be late, replayed or forged) before
+        :meth:`~retry_bot.poller.Poller.handle_job`; a job already decided costs
+        nothing.  Events of projects the bot does not watch are ignored.  A job that
+        cannot be read now is left to the next full poll.  Returns the jobs handed on.
+        """
+        if self.webhook is None:
+            return 0
+        events = self.webhook.queue.pop(limit)
+        if not events:
+            return 0
+        watched = {p.id: p for p in (self.poller._projects or self.poller.projects())}
+        handled = 0
+        for project_id, job_id in events:
+            if self._stop.is_set():
+                break
+            proj = watched.get(project_id)
+            if proj is None:
+                self.metrics.webhook_events.labels("unwatched").inc()
+                log.info("webhook_project_not_watched", project_id=project_id, job_id=job_id,
+                         note="the hook is set on a project or group the bot does not poll; ignored")
+                continue
+            rec = self.store.get_job(job_id)
+            if rec is not None and rec.decided or job_id in self.poller._dry_decided:
+                continue
+            try:
+                job = self.client.get_job(project_id, job_id)
+                if job.get("status") != "failed":
+                    continue
+                out = self.poller.handle_job(proj, job)
+            except (GitLabApiError, NotFound) as exc:
+                log.warning("webhook_job_deferred", job_id=job_id, project=proj.path, error=str(exc),
+                            note="left to the next full poll")
+                continue
+            except LeadershipLost:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one odd job must not stop the others
+                log.exception("webhook_job_crashed", job_id=job_id, project=proj.path, error=str(exc),
+                              note="left to the next full poll")
+                continue
+            handled += 1
+            if out is not None:
+                log.debug("webhook_job_decided", job_id=job_id, decision=out.action)
+        return handled
 
     def start_http(self) -> str | None:
         """Serve /metrics, /healthz (:meth:`health`), /v1/allocation and /v1/usage.
@@ -240,11 +341,13 @@ class Bot:
                                signing_keys=self.config.signing_keys, registry=self.metrics.registry,
                                settings=settings_from_policy(self._policy),
                                clamp=clamp_from_policy(self._policy),
-                               host=host, port=port, clock=self.clock, health=self.health)
+                               host=host, port=port, clock=self.clock, health=self.health,
+                               post_routes={self.config.webhook.path: self.webhook.handle} if self.webhook else None)
         srv.start()
         self._http = srv
         log.info("http_listening", address=f"{host}:{srv.port}",
-                 endpoints=["/metrics", "/healthz", "/v1/allocation", "/v1/usage"])
+                 endpoints=["/metrics", "/healthz", "/v1/allocation", "/v1/usage"]
+                 + ([self.config.webhook.path] if self.webhook else []))
         return srv.url
 
     def close(self) -> None:

@@ -36,6 +36,7 @@ class BotMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        add_load_metrics(self)
         self.jobs_classified = Counter("retry_bot_jobs_classified", "Failed jobs classified",
                                        ["family", "category"], registry=r)
         self.decisions = Counter("retry_bot_decisions", "Decisions made", ["action"], registry=r)
@@ -62,3 +63,24 @@ class BotMetrics:
         self.api_calls.labels(call.api, call.method, call.endpoint).inc()
         if call.status is None or call.status >= 400:
             self.api_errors.labels(call.api, "none" if call.status is None else str(call.status)).inc()
+
+
+# ---------------------------------------------------------------- rate limits and webhooks (issue 15, part B)
+#
+# ``retry_bot_writes_deferred_total``   ``kind``      writes GitLab did not accept (429): the intent stays open
+# ``retry_bot_api_paced_seconds_total``               seconds requests waited for the pacer (budget, RateLimit-*)
+# ``retry_bot_webhook_events_total``    ``outcome``   queued, duplicate, dropped, ignored, unauthorized, invalid,
+#                                                     too_large, unwatched
+
+
+def add_load_metrics(metrics: BotMetrics) -> BotMetrics:
+    """Register the pacing and webhook metrics on ``metrics`` (its registry); called by ``BotMetrics``."""
+    r = metrics.registry
+    metrics.writes_deferred = Counter("retry_bot_writes_deferred",  # type: ignore[attr-defined]
+                                      "GitLab writes answered 429 until the retries ran out: kept, tried later",
+                                      ["kind"], registry=r)
+    metrics.api_paced_seconds = Counter("retry_bot_api_paced_seconds",  # type: ignore[attr-defined]
+                                        "Seconds GitLab requests waited for the pacer", registry=r)
+    metrics.webhook_events = Counter("retry_bot_webhook_events",  # type: ignore[attr-defined]
+                                     "GitLab job webhook requests by outcome", ["outcome"], registry=r)
+    return metrics

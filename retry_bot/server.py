@@ -283,9 +283,12 @@ class AllocationServer:
         read_timeout: float = DEFAULT_READ_TIMEOUT,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         workers: int = DEFAULT_WORKERS,
+        post_routes: Mapping[str, Callable[[Any, Callable[[int], bytes]], tuple[int, dict]]] | None = None,
     ):
         from prometheus_client import CollectorRegistry
 
+        #: Extra ``POST`` endpoints: path -> ``(headers, read_body) -> (status, JSON)`` (e.g. the webhook).
+        self.post_routes = dict(post_routes or {})
         self.store = store
         self.settings = settings
         self.tokens = tuple(t for t in tokens if t)
@@ -526,6 +529,16 @@ class AllocationServer:
 
             def do_POST(self) -> None:  # noqa: N802 - stdlib API
                 parts = urlsplit(self.path)
+                route = server.post_routes.get(parts.path)
+                if route is not None:
+                    try:
+                        status, payload = route(self.headers, self.rfile.read)
+                    except Exception as exc:  # noqa: BLE001 - answer, log, keep serving
+                        server.log.error("post_route.failed", endpoint=parts.path, error=str(exc))
+                        status, payload = 500, {"error": "internal error"}
+                    self.close_connection = True
+                    self._send(status, payload, "webhook")
+                    return
                 if parts.path != "/v1/usage":
                     self._send(404, {"error": "not found"}, "other")
                     return

@@ -14,7 +14,14 @@ what python-gitlab leaves to the caller:
   certainly did not act on it: a 429, or a connection that could not be
   opened.  Any other failure raises :class:`AmbiguousWrite`; the caller then
   reads GitLab's state before deciding whether to act again
-  (see :mod:`retry_bot.actions`).
+  (see :mod:`retry_bot.actions`).  When those retries run out, the write
+  raises :class:`WriteNotSent` (GitLab did nothing: the caller keeps its
+  intent and tries later); only a definite refusal (a 4xx other than 429
+  and 408) raises :class:`WriteRejected`.
+* **Pacing** (:class:`RequestPacer`): a token bucket bounded by a configured
+  budget per minute (the token is shared with other tools) and by GitLab's
+  ``RateLimit-Limit/Remaining/Reset`` headers; a 429 blocks only the endpoint
+  it answered for (until its ``Retry-After``), not every call.
 * **Keyset pagination** for the project jobs list (``order_by=id``,
   ``sort=desc``, following ``Link: rel="next"``), one page per request and
   each page retried on its own.
@@ -45,6 +52,7 @@ import httpx
 import requests
 import tenacity
 
+from retry_bot.gitlab.pacing import RequestPacer
 from runner_wrapper.logconfig import get_logger, register_secret
 
 __all__ = [
@@ -55,6 +63,8 @@ __all__ = [
     "GitLabApiError",
     "AmbiguousWrite",
     "WriteRejected",
+    "WriteNotSent",
+    "RequestPacer",
     "NotFound",
     "GraphQLSchemaError",
     "GitLabFeatures",
@@ -94,6 +104,21 @@ class GraphQLSchemaError(GitLabApiError):
 
 class WriteRejected(GitLabApiError):
     """GitLab answered a write with a 4xx: it certainly did not act."""
+
+
+class WriteNotSent(GitLabApiError):
+    """A write GitLab certainly did not act on, and may accept later.
+
+    Raised when a write met only 429s (or connections that never opened) until
+    the bounded retries ran out, or when the pacer holds its endpoint longer
+    than a write may wait.  Not a failure: keep the intent and try again later
+    (``retry_after``: GitLab's hint in seconds, when it gave one).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, what: str = "",
+                 retry_after: float | None = None):
+        self.retry_after = retry_after
+        super().__init__(message, status=status, what=what)
 
 
 class AmbiguousWrite(GitLabApiError):
@@ -231,6 +256,9 @@ class RetrySettings:
     backoff_base_seconds: float = 0.5
     #: HTTP timeout of one request.
     request_timeout_seconds: float = 30.0
+    #: A write whose endpoint is held (a 429's ``Retry-After``) longer than this is not
+    #: waited for: it raises :class:`WriteNotSent` at once and the bot moves on.
+    write_max_pacing_wait_seconds: float = 5.0
 
 
 # --------------------------------------------------------------------------- helpers
@@ -303,6 +331,7 @@ class GitLabClient:
         retry: bounds of the retry loop.
         observer: called with an :class:`ApiCall` for every HTTP request.
         sleep: injectable for tests.
+        pacer: paces every request (default: GitLab's headers and 429s only, no budget).
     """
 
     def __init__(
@@ -315,9 +344,11 @@ class GitLabClient:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         user_agent: str = "gitlab-rightsizer-retry-bot",
+        pacer: RequestPacer | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.settings = retry
+        self.pacer = pacer if pacer is not None else RequestPacer(None, wall=clock)
         self._observer = observer
         self._sleep = sleep
         self._clock = clock
@@ -359,6 +390,12 @@ class GitLabClient:
         finally:
             self._httpx.close()
 
+    def _pause(self, seconds: float) -> None:
+        """Sleep between attempts; the pacer counts the time as passed (the hint it holds is served)."""
+        t0 = time.monotonic()
+        self._sleep(seconds)
+        self.pacer.slept(seconds, time.monotonic() - t0)
+
     # ---------------------------------------------------------------- accounting hooks
 
     def _report(self, call: ApiCall) -> None:
@@ -371,6 +408,8 @@ class GitLabClient:
     def _on_rest_response(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
         self._local.headers = dict(response.headers)
         self._local.got_response = True
+        if response.status_code != 429:  # a 429 is fed with its endpoint by _classify_http
+            self.pacer.observe(response.headers)
         self._report(ApiCall("rest", response.request.method or "GET", _endpoint_of(response.request.path_url),
                              response.status_code, response.elapsed.total_seconds()))
 
@@ -381,6 +420,8 @@ class GitLabClient:
     def _on_gql_response(self, response: httpx.Response) -> None:
         self._local.headers = dict(response.headers)
         self._local.got_response = True
+        if response.status_code != 429:
+            self.pacer.observe(response.headers)
         start = response.request.extensions.get("rb_start", time.monotonic())
         self._report(ApiCall("graphql", "POST", "/graphql", response.status_code, time.monotonic() - start))
 
@@ -393,6 +434,7 @@ class GitLabClient:
               endpoint: str = "") -> Any:
         """Run ``fn`` with bounded retries; map failures to this module's errors."""
         s = self.settings
+        key = "POST /graphql" if api == "graphql" else f"{'POST' if write else 'GET'} {_endpoint_of(endpoint or what)}"
 
         def wait(state: tenacity.RetryCallState) -> float:
             exc = state.outcome.exception() if state.outcome else None
@@ -403,15 +445,22 @@ class GitLabClient:
             return min(base + random.uniform(0, s.backoff_base_seconds), s.max_wait_seconds)
 
         def attempt() -> Any:
+            # A read waits for its turn (it is what the bot needs to make progress); a write
+            # held long is deferred instead, so the bot goes on with other jobs meanwhile.
+            waited = self.pacer.acquire(key, sleep=self._sleep,
+                                        max_wait=s.write_max_pacing_wait_seconds if write else None)
+            if waited < 0:
+                raise WriteNotSent(f"not sent: GitLab asked to wait {-waited:.0f}s more for this endpoint",
+                                   status=429, what=what, retry_after=-waited)
             self._local.headers = None
             self._local.got_response = False
             try:
                 return fn()
             except gitlab.exceptions.GitlabHttpError as exc:
-                raise self._classify_http(exc, what, write) from exc
+                raise self._classify_http(exc, what, write, key) from exc
             except gitlab.exceptions.GitlabError as exc:  # e.g. GitlabJobPlayError wrapping a status
                 if exc.response_code:
-                    raise self._classify_http(exc, what, write) from exc
+                    raise self._classify_http(exc, what, write, key) from exc
                 raise GitLabApiError(str(exc), what=what) from exc
             except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
                     httpx.TransportError) as exc:
@@ -431,7 +480,7 @@ class GitLabClient:
             retry=tenacity.retry_if_exception_type(_Transient),
             stop=tenacity.stop_after_attempt(max(1, s.max_attempts)) | tenacity.stop_after_delay(s.max_total_seconds),
             wait=wait,
-            sleep=self._sleep,
+            sleep=self._pause,
             reraise=True,
             before_sleep=lambda st: log.info(
                 "gitlab_call_retry", call=what, attempt=st.attempt_number,
@@ -443,18 +492,27 @@ class GitLabClient:
         except _Transient as exc:
             if write:
                 # Only 429 / refused connections are retried for writes; running out of
-                # attempts on those means GitLab never acted.
-                raise WriteRejected(f"gave up after {s.max_attempts} attempts: {exc}", status=exc.status,
-                                    what=what) from exc
+                # attempts on those means GitLab never acted, and may accept it later:
+                # not a refusal (the caller keeps its intent and tries again).
+                raise WriteNotSent(f"not sent after {s.max_attempts} attempts: {exc}", status=exc.status,
+                                   what=what, retry_after=exc.hint) from exc
             raise GitLabApiError(f"gave up after {s.max_attempts} attempts: {exc}", status=exc.status,
                                  what=what) from exc
 
-    def _classify_http(self, exc: gitlab.exceptions.GitlabError, what: str, write: bool) -> Exception:
+    def _classify_http(self, exc: gitlab.exceptions.GitlabError, what: str, write: bool, key: str = "") -> Exception:
         status = exc.response_code
         msg = exc.error_message if isinstance(exc.error_message, str) else repr(exc.error_message)
         if status == 429:
-            return _Transient(f"429 {msg}", status=429,
-                              hint=_retry_hint(getattr(self._local, "headers", None), self._clock()))
+            headers = getattr(self._local, "headers", None)
+            hint = _retry_hint(headers, self._clock())
+            if hint is not None:
+                hint = min(hint, self.settings.max_wait_seconds)
+            self.pacer.observe(headers, key=key, status=429, hint=hint)
+            if write and hint is not None and hint > self.settings.write_max_pacing_wait_seconds:
+                # Not worth stalling the bot for: GitLab did not act; the caller tries again later.
+                return WriteNotSent(f"429 {msg}; GitLab asked to wait {hint:.0f}s", status=429, what=what,
+                                    retry_after=hint)
+            return _Transient(f"429 {msg}", status=429, hint=hint)
         if status is not None and (status in TRANSIENT_STATUSES):
             if write:
                 return AmbiguousWrite(f"{status} {msg}", status=status, what=what)

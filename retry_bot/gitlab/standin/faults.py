@@ -50,6 +50,8 @@ class Fault:
     retry_after: int | None = 1
     rate_limit_reset: int | None = None
     delay: float = 5.0
+    #: ``RateLimit-Limit`` of a 429 (G ``lib/gitlab/rack_attack.rb``: the throttle's limit per period).
+    limit: int = 600
     seen: int = field(default=0, init=False)
     fired: int = field(default=0, init=False)
 
@@ -155,7 +157,7 @@ class FaultInjector:
             for rate in self._limits:
                 wait = rate.check(method, path, now)
                 if wait is not None:
-                    return Fault(kind="rate_limit", path=rate.path, retry_after=wait)
+                    return Fault(kind="rate_limit", path=rate.path, retry_after=wait, limit=rate.limit)
             for fault in self._faults:
                 if not fault.matches(method, path):
                     continue

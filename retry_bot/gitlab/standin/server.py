@@ -208,7 +208,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind == "rate_limit":
             retry_after = fault.retry_after if fault.retry_after is not None else 1
             reset = int(time.time()) + (fault.rate_limit_reset if fault.rate_limit_reset is not None else retry_after)
-            headers = {"RateLimit-Limit": "600", "RateLimit-Observed": "601", "RateLimit-Remaining": "0",
+            headers = {"RateLimit-Limit": str(fault.limit), "RateLimit-Observed": str(fault.limit + 1), "RateLimit-Remaining": "0",
                        "RateLimit-Reset": str(reset), "RateLimit-ResetTime": formatdate(reset, usegmt=True)}
             if fault.retry_after is not None:
                 headers["Retry-After"] = str(fault.retry_after)
