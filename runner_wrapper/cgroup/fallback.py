@@ -121,7 +121,21 @@ class PsutilGroup(Group):
         return Sample(memory_bytes=mem, cpu_seconds=sum(self._cpu_by_pid.values()))
 
     def note_rusage(self, user: float, system: float, maxrss_bytes: int) -> None:
-        """Resource usage of the waited-for root (includes its waited-for descendants)."""
+        """Resource usage of the waited-for root (includes its waited-for descendants).
+
+        A forked child's ``ru_maxrss`` also counts the driver's own image before ``exec`` (Linux
+        ``exec_mmap`` keeps the old mm's high-water mark in ``signal->maxrss``, kernel/fs/exec.c), so a
+        figure no larger than the driver's resident size says nothing about the build: it is dropped,
+        and the sampled peak stands.
+        """
+        import psutil
+
+        try:
+            own = psutil.Process().memory_info().rss
+        except psutil.Error:
+            own = 0
+        if maxrss_bytes <= own * 1.1:
+            maxrss_bytes = 0
         self._rusage = (user, system, maxrss_bytes)
 
     def read(self) -> Counters:

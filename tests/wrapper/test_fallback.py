@@ -26,6 +26,18 @@ def test_tree_is_sampled_approximately():
     assert c.oom_kills == 0 and c.cpu_user_seconds is not None
 
 
+def test_a_large_driver_does_not_inflate_the_peak():
+    """The child's ``ru_maxrss`` includes the driver's image before ``exec``: a 300 MiB driver running a
+    small build must not report a 300 MiB peak (seen in CI, where the driver is pytest)."""
+    ballast = bytearray(300 * MiB)
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    g = PsutilBackend().group("x")
+    ex, c, s, _l, _g = run_in_group([sys.executable, "-c", HOLD, "20", "0.3"], g, dict(os.environ), 0.05)
+    assert ex.code == 0 and c.approximate
+    assert 20 * MiB <= c.memory_peak_bytes <= 100 * MiB, c.memory_peak_bytes
+    del ballast
+
+
 def test_memory_limit_enforced_by_killing_the_tree():
     g = PsutilBackend(enforce_memory=True).group("x")
     g.apply_limits(50 * MiB, None)
