@@ -39,10 +39,11 @@ from retry_bot.gitlab.jobdef import (GeneratedPipelineSource, JobDefinition, Job
 from retry_bot.gitlab.recreate import ChildPipelineSpec, build_child_config, parse_gitlab_duration, pipeline_variables
 from retry_bot.model import Classification, JobFacts
 from retry_bot.state import LeadershipLost
+from retry_bot.storm import HELD_SCOPE, STORM_SCOPE, StormState, release_times
 from runner_wrapper.logconfig import get_logger
 from runner_wrapper.quantity import QuantityError, parse_memory
 
-__all__ = ["Poller", "PollerSettings", "CycleReport", "JobOutcome", "WATCH_SCOPE", "dry_run_scope"]
+__all__ = ["Poller", "PollerSettings", "CycleReport", "JobOutcome", "WATCH_SCOPE", "dry_run_scope", "share_budget"]
 
 log = get_logger("retry_bot.poller")
 
@@ -66,13 +67,14 @@ class PollerSettings:
     groups: tuple[str, ...] = ()
     lookback_seconds: float = 26 * 3600.0
     per_page: int = 100
-    max_jobs_per_cycle: int = 50
+    #: New failed jobs decided per cycle, shared across projects (:func:`share_budget`).
+    max_jobs_per_cycle: int = 500
     group_refresh_cycles: int = 30
     trace_tail_bytes: int = 256 * 1024
     dry_run: bool = False
     generated: tuple[GeneratedPipelineSource, ...] = ()
-    #: Jobs the bot created that it follows to their end, at most.
-    max_watched: int = 500
+    #: Jobs the bot created are followed to their end, or until they are this old (seconds).
+    follow_max_age: float = 7 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,8 @@ class Poller:
         #: Jobs this process decided in dry-run mode: provisional (not recorded as decided in
         #: the store, so a later live run decides them), but not re-judged every cycle here.
         self._dry_decided: set[int] = set()
+        #: The storm brake (retry_bot/storm.py), loaded from the state store each cycle.
+        self.storm = StormState()
         actions.on_new_job = self._watch_new_job
 
     # ------------------------------------------------------------------ projects
@@ -219,16 +223,20 @@ class Poller:
             if not projects and report.unavailable and len(report.auth_failures) == report.unavailable:
                 report.fatal = _auth_problem(report.auth_failures)
             else:
+                self._load_storm()
+                self._release_unbraked(report)
                 report.actions.extend(self.actions.resume_all())
+                listed: list[tuple[_Project, list[Mapping[str, Any]]]] = []
                 for proj in projects:
                     if stop():
                         break
                     try:
-                        self.poll_project(proj, report, stop=stop)
+                        listed.append((proj, self.list_new(proj, report)))
                         report.projects_ok += 1
                     except GitLabApiError as exc:
                         self._note_failure(report, f"project {proj.path}", exc)
                         log.error("project_poll_failed", project=proj.path, status=exc.status, error=str(exc))
+                self.handle_listed(listed, report, stop=stop)
                 if projects and report.projects_ok == 0 and report.unavailable \
                         and len(report.auth_failures) == report.unavailable:
                     report.fatal = _auth_problem(report.auth_failures)
@@ -251,6 +259,11 @@ class Poller:
         return report
 
     def poll_project(self, proj: _Project, report: CycleReport, *, stop: Callable[[], bool] = lambda: False) -> None:
+        """List and handle one project's new failed jobs (the whole cycle budget for it)."""
+        self.handle_listed([(proj, self.list_new(proj, report))], report, stop=stop)
+
+    def list_new(self, proj: _Project, report: CycleReport) -> list[Mapping[str, Any]]:
+        """The project's failed jobs not decided yet, newest first, at most the cycle's budget."""
         now = self.clock()
         since = now - self.settings.lookback_seconds
         new: list[Mapping[str, Any]] = []
@@ -268,25 +281,51 @@ class Poller:
             new.append(job)
             if len(new) >= self.settings.max_jobs_per_cycle:
                 break
-        for job in sorted(new, key=lambda j: int(j["id"])):
-            if stop():
-                break
-            try:
-                out = self.handle_job(proj, job)
-            except GitLabApiError as exc:
-                report.errors.append(f"job {job.get('id')}: {exc}")
-                log.error("job_handling_failed", job_url=job.get("web_url"), job_id=job.get("id"), error=str(exc),
+        self._watermark(proj, top_id, now, since)
+        return new
+
+    def handle_listed(self, listed: Sequence[tuple[_Project, Sequence[Mapping[str, Any]]]], report: CycleReport, *,
+                      stop: Callable[[], bool] = lambda: False) -> None:
+        """Handle the listed jobs within the cycle's budget, shared fairly across projects.
+
+        Each project gets its :func:`share_budget` share (oldest first); the projects take
+        turns, one job each, so a large backlog neither starves the small projects nor is
+        starved by a per-project cap.  The rest waits for the next cycle.
+        """
+        shares = share_budget([len(new) for _, new in listed], self.settings.max_jobs_per_cycle,
+                              start=self._cycles)
+        queues = [(proj, sorted(new, key=lambda j: int(j["id"]))[:n]) for (proj, new), n in zip(listed, shares)]
+        deferred = sum(len(new) for _, new in listed) - sum(shares)
+        if deferred > 0:
+            log.info("cycle_budget_reached", budget=self.settings.max_jobs_per_cycle, deferred=deferred,
+                     projects=sum(1 for _, new in listed if new), note="the rest is decided next cycle")
+        for i in range(max((len(q) for _, q in queues), default=0)):
+            for proj, q in queues:
+                if i >= len(q):
+                    continue
+                if stop():
+                    return
+                self._handle_one(proj, q[i], report)
+
+    def _handle_one(self, proj: _Project, job: Mapping[str, Any], report: CycleReport) -> None:
+        try:
+            out = self.handle_job(proj, job)
+        except GitLabApiError as exc:
+            report.errors.append(f"job {job.get('id')}: {exc}")
+            log.error("job_handling_failed", job_url=job.get("web_url"), job_id=job.get("id"), error=str(exc),
+                      note="not decided; tried again next cycle")
+            return
+        except LeadershipLost:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one odd job must not stop the others
+            report.errors.append(f"job {job.get('id')}: {type(exc).__name__}: {exc}")
+            log.exception("job_handling_crashed", job_url=job.get("web_url"), job_id=job.get("id"),
                           note="not decided; tried again next cycle")
-                continue
-            except LeadershipLost:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one odd job must not stop the others
-                report.errors.append(f"job {job.get('id')}: {type(exc).__name__}: {exc}")
-                log.exception("job_handling_crashed", job_url=job.get("web_url"), job_id=job.get("id"),
-                              note="not decided; tried again next cycle")
-                continue
-            if out is not None:
-                report.decided.append(out)
+            return
+        if out is not None:
+            report.decided.append(out)
+
+    def _watermark(self, proj: _Project, top_id: int, now: float, since: float) -> None:
         # The watermark records how far this project was looked at (for `state check` and
         # restarts); written when it moves, and at least every 5 minutes, not every cycle.
         wm = self.store.get_watermark(f"project:{proj.id}") or {}
@@ -351,6 +390,7 @@ class Poller:
             return None
         if self.metrics is not None:
             self.metrics.jobs_classified.labels(classification.family.value, classification.category).inc()
+        self._storm_failure(classification.family.value, classification.category, facts)
         if record is not None and self.store.origin_of(jid) != jid:
             self.store.update_lineage_member(jid, memory_peak_bytes=record.usage.memory_peak_bytes,
                                              status=facts.status)
@@ -400,11 +440,22 @@ class Poller:
                                    rule="job_definition")
                 req = None
         intent = None
+        gate = None
         if req is not None and not dry:
-            intent = self.actions.start(req)  # committed before the decision: a crash in between re-decides
+            gate = self.storm.gate(policy.storm, family, classification.category, self.clock())
+            if gate.verdict == "hold":
+                self._hold(req, gate.detail)  # kept before the decision: a crash in between re-decides
+            else:
+                if gate.verdict == "probe":
+                    self._save_storm()
+                    log.info("storm_probe", job_url=facts.web_url, job_id=jid, category=gate.category,
+                             detail=gate.detail)
+                intent = self.actions.start(req)  # committed before the decision: a crash in between re-decides
         dec = decision.to_dict()
         dec.update(job_url=facts.web_url, dry_run=dry, classification_rule=classification.rule,
                    evidence=list(classification.evidence)[:5])
+        if gate is not None and gate.verdict != "act":
+            dec.update(storm=gate.verdict, storm_detail=gate.detail)
         if dry:
             # Provisional: kept for `retry-bot history`, but the job stays undecided in the
             # store, so a later live run decides it (within the policy's max_job_age).
@@ -422,11 +473,87 @@ class Poller:
         if intent is not None:
             outcome = self.actions.drive(intent)
             acted = outcome.status
+        elif gate is not None and gate.verdict == "hold":
+            acted = "held"
         elif req is not None:
             acted = "dry_run"
             log.info("dry_run_no_write", job_url=facts.web_url, would=req.kind, variables=dict(req.variables))
         return JobOutcome(jid, proj.path, facts.web_url, classification.family.value, classification.category,
                           decision.action.value, decision.reason, acted)
+
+    # ------------------------------------------------------------------ the storm brake
+
+    def _load_storm(self) -> None:
+        """The brake's state from the state store (another leader may have changed it)."""
+        self.storm = StormState.from_dict(self.store.get_watermark(STORM_SCOPE))
+        self._publish_storm()
+
+    def _save_storm(self) -> None:
+        self.store.set_watermark(STORM_SCOPE, self.storm.to_dict())
+        self._publish_storm()
+
+    def _publish_storm(self) -> None:
+        if self.metrics is None or not hasattr(self.metrics, "storm_braked"):
+            return
+        held = (self.store.get_watermark(HELD_SCOPE) or {}).get("held", {})
+        for cat, st in self.storm.categories.items():
+            self.metrics.storm_braked.labels(cat).set(1 if st.braked else 0)
+            self.metrics.storm_held.labels(cat).set(len(held.get(cat, {})))
+
+    def _storm_failure(self, family: str, category: str, facts: JobFacts) -> None:
+        rule = getattr(self.policy(), "storm", None)
+        if not self.storm.watches(rule, family):
+            return
+        tripped = self.storm.note_failure(rule, family, category, self.clock())
+        self._save_storm()
+        if tripped:
+            st = self.storm.categories[category]
+            if self.metrics is not None:
+                self.metrics.storm_trips.labels(category).inc()
+            log.warning("storm_brake_tripped", category=category, family=family, failures=len(st.failures),
+                        window_seconds=rule.window, job_url=facts.web_url,
+                        note=f"re-runs of {category} are held ({rule.probes} probes every "
+                             f"{rule.probe_interval:.0f}s) until {rule.release_successes} re-run jobs succeed")
+
+    def _hold(self, req: ActionRequest, detail: str) -> None:
+        """Keep a held request in the state store (no intent, no budget spent)."""
+        doc = self.store.get_watermark(HELD_SCOPE) or {}
+        held = {c: dict(v) for c, v in (doc.get("held") or {}).items()}
+        held.setdefault(req.category or "", {})[req.key] = req.to_payload()
+        self.store.set_watermark(HELD_SCOPE, {"held": held})
+        log.info("storm_job_held", job_url=req.web_url, job_id=req.job_id, category=req.category, action=req.kind,
+                 detail=detail, held=len(held[req.category or ""]))
+        self._publish_storm()
+
+    def _release_unbraked(self, report: CycleReport) -> None:
+        """Send the held requests of every category whose brake is off (released, or a crash mid-release)."""
+        for cat in self.storm.release_stale(getattr(self.policy(), "storm", None)):
+            log.warning("storm_brake_released", category=cat, reason="the policy no longer brakes this category")
+            self._save_storm()
+        held = (self.store.get_watermark(HELD_SCOPE) or {}).get("held", {})
+        braked = set(self.storm.braked())
+        for cat in [c for c, reqs in held.items() if reqs and c not in braked]:
+            self._release(cat, report)
+
+    def _release(self, category: str, report: CycleReport | None) -> None:
+        doc = self.store.get_watermark(HELD_SCOPE) or {}
+        held = {c: dict(v) for c, v in (doc.get("held") or {}).items()}
+        reqs = sorted(held.get(category, {}).values(), key=lambda p: int(p.get("job_id", 0)))
+        rule = getattr(self.policy(), "storm", None)
+        now = self.clock()
+        times = release_times(len(reqs), rule.release_per_minute if rule is not None else 0, now)
+        for payload, at in zip(reqs, times):
+            req = ActionRequest.from_payload({**payload, "not_before": max(at, float(payload.get("not_before", 0)))})
+            intent = self.actions.start(req)  # idempotent by key: a crash mid-release starts nothing twice
+            if report is not None and req.not_before <= now:
+                report.actions.append(self.actions.drive(intent))
+        held.pop(category, None)
+        self.store.set_watermark(HELD_SCOPE, {"held": held})
+        if self.metrics is not None and hasattr(self.metrics, "storm_released"):
+            self.metrics.storm_released.labels(category).inc(len(reqs))
+        log.warning("storm_held_released", category=category, released=len(reqs),
+                    per_minute=rule.release_per_minute if rule is not None else 0)
+        self._publish_storm()
 
     # ------------------------------------------------------------------ helpers
 
@@ -625,18 +752,37 @@ class Poller:
         doc = self.store.get_watermark(WATCH_SCOPE) or {"jobs": []}
         jobs = [j for j in doc.get("jobs", []) if j.get("job_id") != new_job_id]
         jobs.append({"job_id": new_job_id, "project_id": req.project_id, "project": req.project_path,
-                     "origin_job_id": req.origin_job_id, "family": req.family, "kind": req.kind,
-                     "runner_class": req.runner_class, "since": self.clock()})
-        self.store.set_watermark(WATCH_SCOPE, {"jobs": jobs[-self.settings.max_watched:]})
+                     "origin_job_id": req.origin_job_id, "family": req.family, "category": req.category,
+                     "kind": req.kind, "runner_class": req.runner_class, "since": self.clock()})
+        # No cap on the count (issue 15: a cap of 500 silently dropped jobs of a burst);
+        # bounded by age in follow_watched.
+        self.store.set_watermark(WATCH_SCOPE, {"jobs": jobs})
+        if self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
+            self.metrics.followed_jobs.set(len(jobs))
 
     def follow_watched(self, report: CycleReport) -> None:
-        """Check the jobs the bot created; record their end (and OOM recoveries)."""
+        """Check the jobs the bot created; record their end (and OOM recoveries).
+
+        A job still not finished ``follow_max_age`` after the bot created it is no longer
+        followed (logged and counted: ``retry_bot_followed_jobs_expired_total``).
+        """
         doc = self.store.get_watermark(WATCH_SCOPE) or {}
         jobs = list(doc.get("jobs", []))
+        if self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
+            self.metrics.followed_jobs.set(len(jobs))
         if not jobs:
             return
         keep = []
+        now = self.clock()
+        storm_changed = False
         for w in jobs:
+            if now - float(w.get("since") or now) > self.settings.follow_max_age:
+                log.warning("followed_job_expired", job_id=w.get("job_id"), origin_job_id=w.get("origin_job_id"),
+                            project=w.get("project"), age_seconds=round(now - float(w["since"])),
+                            note="not finished within [poll] follow_max_age: no longer followed")
+                if self.metrics is not None and hasattr(self.metrics, "followed_expired"):
+                    self.metrics.followed_expired.inc()
+                continue
             try:
                 j = self.client.get_job(int(w["project_id"]), int(w["job_id"]))
             except NotFound:
@@ -650,6 +796,15 @@ class Poller:
                 keep.append(w)
                 continue
             self.store.update_lineage_member(int(w["job_id"]), status=status)
+            cat = w.get("category")
+            if cat and self.storm.categories.get(cat) is not None and self.storm.categories[cat].braked:
+                storm_changed = True
+                rule = getattr(self.policy(), "storm", None)
+                if self.storm.note_rerun_result(rule, str(w.get("family") or ""), cat, status == "success", now):
+                    log.warning("storm_brake_released", category=cat, job_url=j.get("web_url"),
+                                reason=f"{rule.release_successes if rule else 1} re-run job(s) of {cat} succeeded")
+                    self._save_storm()
+                    self._release(cat, report)
             if status == "success" and w.get("family") == "oom" and w.get("kind") in ("resize", "job_retry"):
                 if self.metrics is not None:
                     self.metrics.oom_recoveries.inc()
@@ -660,6 +815,10 @@ class Poller:
                          origin_job_id=w.get("origin_job_id"))
         if len(keep) != len(jobs):
             self.store.set_watermark(WATCH_SCOPE, {"jobs": keep})
+            if self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
+                self.metrics.followed_jobs.set(len(keep))
+        if storm_changed:
+            self._save_storm()
 
 
 def _record_memory(record: Any, facts: JobFacts, limit: int | None, peak: int | None) -> tuple[int | None, int | None]:
@@ -689,3 +848,34 @@ def _facts_dict(f: JobFacts) -> dict[str, Any]:
 def _cls_dict(c: Classification) -> dict[str, Any]:
     return {"family": c.family.value, "category": c.category, "rule": c.rule,
             "evidence": list(c.evidence)[:10], "confidence": c.confidence}
+
+
+def share_budget(demands: Sequence[int], budget: int, *, start: int = 0) -> list[int]:
+    """Max-min fair shares of ``budget`` jobs among projects wanting ``demands`` jobs.
+
+    Every project with work gets an equal share; what a small project does not need
+    goes to the others, so one 2,000-job pipeline takes whatever the rest leave (it is
+    not capped per project) and a small project is never starved by it.  When the
+    budget is smaller than the number of projects with work, the single jobs go to the
+    projects from index ``start`` on (the poller rotates it every cycle).
+
+    >>> share_budget([2000, 3, 0, 10], 100)
+    [87, 3, 0, 10]
+    """
+    shares = [0] * len(demands)
+    left = max(0, int(budget))
+    n = len(demands)
+    active = [(start + k) % n for k in range(n) if demands[(start + k) % n] > 0] if n else []
+    while left > 0 and active:
+        each = max(1, left // len(active))
+        nxt = []
+        for i in active:
+            if left <= 0:
+                break
+            give = min(each, demands[i] - shares[i], left)
+            shares[i] += give
+            left -= give
+            if shares[i] < demands[i]:
+                nxt.append(i)
+        active = nxt
+    return shares
