@@ -25,12 +25,13 @@ Everything here is the thin edge between GitLab and the pure core
 
 from __future__ import annotations
 
+import heapq
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
 
-from retry_bot.actions import ActionRequest, ActionRunner
+from retry_bot.actions import ActionRequest, ActionRunner, Outcome
 from retry_bot.classify import classify, extract_verified_record, facts_from_job_json
 from retry_bot.decide import ClassUsage, Decision, LineageAttempt, decide
 from retry_bot.gitlab.client import GitLabApiError, GitLabClient, GraphQLSchemaError, NotFound, parse_time
@@ -38,7 +39,7 @@ from retry_bot.gitlab.jobdef import (GeneratedPipelineSource, JobDefinition, Job
                                      fetch_job_definition)
 from retry_bot.gitlab.recreate import ChildPipelineSpec, build_child_config, parse_gitlab_duration, pipeline_variables
 from retry_bot.model import Classification, JobFacts
-from retry_bot.state import LeadershipLost
+from retry_bot.state import ActionIntent, LeadershipLost
 from retry_bot.storm import HELD_SCOPE, STORM_SCOPE, StormState, release_times
 from runner_wrapper.logconfig import get_logger
 from runner_wrapper.quantity import QuantityError, parse_memory
@@ -165,6 +166,10 @@ class Poller:
         self._dry_decided: set[int] = set()
         #: The storm brake (retry_bot/storm.py), loaded from the state store each cycle.
         self.storm = StormState()
+        #: The due-time scheduler: intents this process began and that wait for their
+        #: ``not_before`` (a backoff), as (due, key) in a heap, with the intent as begun.
+        self._due: list[tuple[float, str]] = []
+        self._scheduled: dict[str, ActionIntent] = {}
         actions.on_new_job = self._watch_new_job
 
     # ------------------------------------------------------------------ projects
@@ -225,7 +230,8 @@ class Poller:
             else:
                 self._load_storm()
                 self._release_unbraked(report)
-                report.actions.extend(self.actions.resume_all())
+                report.actions.extend(self.run_due())
+                report.actions.extend(self._resume_open())
                 listed: list[tuple[_Project, list[Mapping[str, Any]]]] = []
                 for proj in projects:
                     if stop():
@@ -473,6 +479,7 @@ class Poller:
         if intent is not None:
             outcome = self.actions.drive(intent)
             acted = outcome.status
+            self._schedule(intent, req, outcome)
         elif gate is not None and gate.verdict == "hold":
             acted = "held"
         elif req is not None:
@@ -480,6 +487,59 @@ class Poller:
             log.info("dry_run_no_write", job_url=facts.web_url, would=req.kind, variables=dict(req.variables))
         return JobOutcome(jid, proj.path, facts.web_url, classification.family.value, classification.category,
                           decision.action.value, decision.reason, acted)
+
+    # ------------------------------------------------------------------ the due-time scheduler
+
+    def _schedule(self, intent: ActionIntent, req: ActionRequest, outcome: Outcome | None) -> None:
+        """Keep an intent begun here that waits for its due time (a backoff) in the scheduler."""
+        if req.not_before <= self.clock() or (outcome is not None and outcome.status != "waiting"):
+            return
+        if intent.idempotency_key not in self._scheduled:
+            heapq.heappush(self._due, (req.not_before, intent.idempotency_key))
+        self._scheduled[intent.idempotency_key] = intent
+        self._publish_scheduled()
+
+    def _publish_scheduled(self) -> None:
+        if self.metrics is not None and hasattr(self.metrics, "scheduled_actions"):
+            self.metrics.scheduled_actions.set(len(self._scheduled))
+
+    def next_due(self) -> float | None:
+        """When the next scheduled action is due (clock time), or ``None``."""
+        return self._due[0][0] if self._due else None
+
+    def run_due(self, *, stop: Callable[[], bool] = lambda: False) -> list[Outcome]:
+        """Send the scheduled actions that are due now, whatever the poll cycle is doing.
+
+        An intent this process began and has not touched since is driven as begun
+        (``created``): no read of GitLab first, since no write of it can have been made.
+        When the state store shows it changed meanwhile, or the leadership term moved
+        (another replica may have driven it), it is driven from the store, which reads
+        GitLab before any write (the intent protocol, docs/state.md).
+        """
+        out: list[Outcome] = []
+        now = self.clock()
+        while self._due and self._due[0][0] <= now and not stop():
+            _, key = heapq.heappop(self._due)
+            began = self._scheduled.pop(key, None)
+            if began is None:
+                continue
+            stored = self.store.get_action(key)
+            if stored is None or stored.status != "begun":
+                continue
+            same = (stored.attempts == began.attempts and stored.updated_at == began.updated_at
+                    and stored.term == began.term and self.store.leadership_term == began.term)
+            out.append(self.actions.drive(began if same else stored))
+        self._publish_scheduled()
+        return out
+
+    def _resume_open(self) -> list[Outcome]:
+        """Drive every open overall intent one step, except those the scheduler holds (not due yet)."""
+        out = []
+        for intent in self.store.open_intents():
+            if intent.idempotency_key.count(":") != 1 or intent.idempotency_key in self._scheduled:
+                continue  # a sub-intent (driven by its overall intent), or waiting in the scheduler
+            out.append(self.actions.drive(intent))
+        return out
 
     # ------------------------------------------------------------------ the storm brake
 
@@ -545,8 +605,12 @@ class Poller:
         for payload, at in zip(reqs, times):
             req = ActionRequest.from_payload({**payload, "not_before": max(at, float(payload.get("not_before", 0)))})
             intent = self.actions.start(req)  # idempotent by key: a crash mid-release starts nothing twice
-            if report is not None and req.not_before <= now:
-                report.actions.append(self.actions.drive(intent))
+            if req.not_before <= now:
+                out = self.actions.drive(intent)
+                if report is not None:
+                    report.actions.append(out)
+            else:
+                self._schedule(intent, req, None)
         held.pop(category, None)
         self.store.set_watermark(HELD_SCOPE, {"held": held})
         if self.metrics is not None and hasattr(self.metrics, "storm_released"):
