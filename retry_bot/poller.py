@@ -230,6 +230,7 @@ class Poller:
             else:
                 self._load_storm()
                 self._release_unbraked(report)
+                self._probe_held(report)
                 report.actions.extend(self.run_due())
                 report.actions.extend(self._resume_open())
                 listed: list[tuple[_Project, list[Mapping[str, Any]]]] = []
@@ -594,6 +595,31 @@ class Poller:
         braked = set(self.storm.braked())
         for cat in [c for c, reqs in held.items() if reqs and c not in braked]:
             self._release(cat, report)
+
+    def _probe_held(self, report: CycleReport) -> None:
+        """While braked, a probe comes from the held requests when no new failure brought one."""
+        rule = getattr(self.policy(), "storm", None)
+        doc = self.store.get_watermark(HELD_SCOPE) or {}
+        held = {c: dict(v) for c, v in (doc.get("held") or {}).items()}
+        changed = False
+        for cat in self.storm.braked():
+            st = self.storm.categories[cat]
+            while held.get(cat):
+                gate = self.storm.gate(rule, st.family, cat, self.clock())
+                if gate.verdict != "probe":
+                    break
+                key, payload = min(held[cat].items(), key=lambda kv: int(kv[1].get("job_id", 0)))
+                req = ActionRequest.from_payload(payload)
+                intent = self.actions.start(req)  # idempotent by key
+                del held[cat][key]
+                changed = True
+                self.store.set_watermark(HELD_SCOPE, {"held": held})
+                self._save_storm()
+                log.info("storm_probe", job_url=req.web_url, job_id=req.job_id, category=cat, detail=gate.detail,
+                         source="held")
+                report.actions.append(self.actions.drive(intent))
+        if changed:
+            self._publish_storm()
 
     def _release(self, category: str, report: CycleReport | None) -> None:
         doc = self.store.get_watermark(HELD_SCOPE) or {}
