@@ -119,16 +119,15 @@ def burst(n: int, latency_ms: float) -> tuple[float, int, int, list]:
         _fail_pipeline(standin, "load/big", n)
         tmp = Path(tempfile.mkdtemp(prefix="bench-load-"))
         bot = _bot(standin.url, tmp, ["load/big"], BURST_POLICY)
-        bot.once()      # resolves the project; decides up to the cycle budget
         if latency_ms:
             standin.faults.add(Fault(kind="slow", delay=latency_ms / 1000.0))
-        t0 = time.monotonic()
-        decided = len(list(bot.store.jobs()))
         standin.reset_calls()
-        while True:
+        t0 = time.monotonic()
+        decided = 0
+        for _ in range(10 * n):
             rep = bot.once()
             decided += len(rep.decided)
-            if not rep.decided and len(_retries_by_bot(standin)) >= n - _already(bot, n):
+            if not rep.decided and len(_retries_by_bot(standin)) >= n:
                 break
         seconds = time.monotonic() - t0
         calls = list(standin.calls)
@@ -138,10 +137,6 @@ def burst(n: int, latency_ms: float) -> tuple[float, int, int, list]:
         return seconds, decided, len(retried), calls
     finally:
         standin.stop()
-
-
-def _already(bot, n: int) -> int:
-    return 0
 
 
 def outage(minutes: int, rate: int, recovery: int, brake: bool) -> dict:
