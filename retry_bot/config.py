@@ -53,6 +53,8 @@ class PollSettings:
     max_jobs_per_cycle: int = 500
     #: Jobs the bot created are followed until they finish, or for this long at most.
     follow_max_age_seconds: float = 7 * 86400.0
+    #: GitLab reads in flight at once while deciding (writes stay one at a time).
+    read_concurrency: int = 8
     #: Re-list the projects of configured groups every N cycles.
     group_refresh_cycles: int = 30
     trace_tail_bytes: int = 256 * 1024
@@ -226,7 +228,8 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
     # [poll]
     pl = table("poll")
     check_keys(pl, "poll", {"projects", "groups", "interval_seconds", "lookback_hours", "per_page",
-                            "max_jobs_per_cycle", "group_refresh_cycles", "trace_tail_kib", "follow_max_age_hours"})
+                            "max_jobs_per_cycle", "group_refresh_cycles", "trace_tail_kib", "follow_max_age_hours",
+                            "read_concurrency"})
     projects = get(pl, "poll", "projects", list, [])
     groups = get(pl, "poll", "groups", list, [])
     for i, pr in enumerate(projects):
@@ -247,6 +250,7 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
         lookback_seconds=float(get(pl, "poll", "lookback_hours", (int, float), 26.0, minimum=0.001)) * 3600,
         per_page=min(per_page, 100),
         max_jobs_per_cycle=int(get(pl, "poll", "max_jobs_per_cycle", int, 500, minimum=1)),
+        read_concurrency=int(get(pl, "poll", "read_concurrency", int, 8, minimum=1)),
         follow_max_age_seconds=float(get(pl, "poll", "follow_max_age_hours", (int, float), 168.0, minimum=1.0)) * 3600,
         group_refresh_cycles=int(get(pl, "poll", "group_refresh_cycles", int, 30, minimum=1)),
         trace_tail_bytes=int(get(pl, "poll", "trace_tail_kib", int, 256, minimum=1)) * 1024,

@@ -77,7 +77,7 @@ class Bot:
             settings=PollerSettings(projects=p.projects, groups=p.groups, lookback_seconds=p.lookback_seconds,
                                     per_page=p.per_page, max_jobs_per_cycle=p.max_jobs_per_cycle,
                                     group_refresh_cycles=p.group_refresh_cycles,
-                                    follow_max_age=p.follow_max_age_seconds,
+                                    follow_max_age=p.follow_max_age_seconds, read_concurrency=p.read_concurrency,
                                     trace_tail_bytes=p.trace_tail_bytes, dry_run=self.dry_run,
                                     generated=tuple(GeneratedPipelineSource(s.generator_job, s.artifact_path)
                                                     for s in config.generated)),

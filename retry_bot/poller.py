@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
@@ -76,6 +77,9 @@ class PollerSettings:
     generated: tuple[GeneratedPipelineSource, ...] = ()
     #: Jobs the bot created are followed to their end, or until they are this old (seconds).
     follow_max_age: float = 7 * 86400.0
+    #: GitLab reads of the jobs about to be decided (GraphQL details, trace tail) in flight at once.
+    #: Writes stay one at a time, in decision order.
+    read_concurrency: int = 8
 
 
 @dataclass(frozen=True)
@@ -306,17 +310,49 @@ class Poller:
         if deferred > 0:
             log.info("cycle_budget_reached", budget=self.settings.max_jobs_per_cycle, deferred=deferred,
                      projects=sum(1 for _, new in listed if new), note="the rest is decided next cycle")
-        for i in range(max((len(q) for _, q in queues), default=0)):
-            for proj, q in queues:
-                if i >= len(q):
-                    continue
-                if stop():
-                    return
-                self._handle_one(proj, q[i], report)
-
-    def _handle_one(self, proj: _Project, job: Mapping[str, Any], report: CycleReport) -> None:
+        order = [(proj, q[i]) for i in range(max((len(q) for _, q in queues), default=0))
+                 for proj, q in queues if i < len(q)]
+        width = max(1, self.settings.read_concurrency)
+        pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="gitlab-read") if width > 1 else None
         try:
-            out = self.handle_job(proj, job)
+            step = 2 * width
+            for start in range(0, len(order), step):
+                chunk = order[start:start + step]
+                reads = self._prefetch(pool, chunk) if pool is not None and len(chunk) > 1 else {}
+                for proj, job in chunk:
+                    if stop():
+                        return
+                    self._handle_one(proj, job, report, reads.get(int(job["id"])))
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+    def _prefetch(self, pool: ThreadPoolExecutor, chunk: Sequence[tuple[_Project, Mapping[str, Any]]]
+                  ) -> dict[int, dict[str, Any]]:
+        """The reads :meth:`handle_job` starts with, for a few jobs at once (bounded by the pool).
+
+        Only reads: each job is still decided and acted on one at a time, in order, so the
+        intent protocol (and exactly-once) is untouched.  An error is kept and raised where
+        the read would have been made.
+        """
+        def call(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+            try:
+                return True, fn(*args)
+            except Exception as exc:  # noqa: BLE001 - re-raised in handle_job
+                return False, exc
+
+        futures = {}
+        for proj, job in chunk:
+            jid = int(job["id"])
+            futures[jid] = {
+                "details": pool.submit(call, self.client.job_details, proj.path, jid),
+                "tail": pool.submit(call, self.client.trace_tail, proj.id, jid, self.settings.trace_tail_bytes)}
+        return {jid: {k: f.result() for k, f in fs.items()} for jid, fs in futures.items()}
+
+    def _handle_one(self, proj: _Project, job: Mapping[str, Any], report: CycleReport,
+                    reads: Mapping[str, Any] | None = None) -> None:
+        try:
+            out = self.handle_job(proj, job, reads)
         except GitLabApiError as exc:
             report.errors.append(f"job {job.get('id')}: {exc}")
             log.error("job_handling_failed", job_url=job.get("web_url"), job_id=job.get("id"), error=str(exc),
@@ -355,11 +391,24 @@ class Poller:
                        exit_code=int(exit_code) if isinstance(exit_code, int) else facts.exit_code,
                        pipeline_source=facts.pipeline_source or pipe.get("source"))
 
-    def handle_job(self, proj: _Project, job: Mapping[str, Any]) -> JobOutcome | None:
-        """Classify, decide and act on one failed job (exactly once)."""
+    def handle_job(self, proj: _Project, job: Mapping[str, Any],
+                   reads: Mapping[str, Any] | None = None) -> JobOutcome | None:
+        """Classify, decide and act on one failed job (exactly once).
+
+        ``reads``: the job's GraphQL details and trace tail read ahead (:meth:`_prefetch`).
+        """
         jid = int(job["id"])
+
+        def read(name: str, fn: Callable[[], Any]) -> Any:
+            if reads is None or name not in reads:
+                return fn()
+            ok, value = reads[name]
+            if not ok:
+                raise value
+            return value
+
         try:
-            details = self.client.job_details(proj.path, jid)
+            details = read("details", lambda: self.client.job_details(proj.path, jid))
         except NotFound:
             log.warning("graphql_job_not_found", job_url=job.get("web_url"), job_id=jid,
                         note="deciding without exitCode/retried (does the token see the project in GraphQL?)")
@@ -378,7 +427,7 @@ class Poller:
             log.info("job_deferred", job_url=job.get("web_url"), job_id=jid,
                      reason="a manual job of the same name has a re-creation still in flight")
             return None
-        tail = self.client.trace_tail(proj.id, jid, self.settings.trace_tail_bytes)
+        tail = read("tail", lambda: self.client.trace_tail(proj.id, jid, self.settings.trace_tail_bytes))
         facts = self._facts(proj, job, details)
         # bound to this job: a replayed marker of another job is rejected, never trusted (docs/usage-record.md)
         record, rejected = extract_verified_record(tail, self.keys, job_id=jid, project_id=facts.project_id or None)
