@@ -206,3 +206,61 @@ def test_every_created_job_is_followed_and_only_age_ends_it(farm, tmp_path):
         assert bot.metrics.followed_jobs._value.get() == 0
     finally:
         bot.close()
+
+
+def _max_in_flight(calls) -> int:
+    edges = sorted([(c.started, 1) for c in calls] + [(c.started + c.duration, -1) for c in calls],
+                   key=lambda e: (e[0], e[1]))
+    best = cur = 0
+    for _, d in edges:
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+def test_reads_are_bounded_concurrent_and_each_job_is_still_decided_once(farm, tmp_path):
+    from retry_bot.gitlab.standin.faults import Fault
+
+    for i in range(8):
+        farm.behaviours[f"c{i}"] = compile_error
+    farm.add_project("grp/slow", {f"c{i}": {"stage": "build", "script": ["make"]} for i in range(8)})
+    farm.standin.create_pipeline("grp/slow")
+    assert farm.standin.wait_for(lambda: sum(j.status == "failed" for j in farm.standin.jobs()) == 8)
+    bot = make_bot(farm, tmp_path, ["grp/slow"])
+    bot.poller.settings = type(bot.poller.settings)(**{**bot.poller.settings.__dict__, "read_concurrency": 3})
+    farm.standin.faults.add(Fault(kind="slow", path=r"/trace$|/api/graphql$", delay=0.2))
+    farm.standin.reset_calls()
+    try:
+        bot.once()
+        bot.once()
+        decided = [r for r in bot.store.jobs() if r.decided]
+        assert len(decided) == 8
+        assert [e["kind"] for r in decided for e in bot.store.history(r.job_id)].count("decided") == 8
+    finally:
+        bot.close()
+    # the reads of the 8 jobs overlapped, at most 3 at a time
+    reads = [c for c in farm.standin.calls if c.path.endswith("/trace") or c.path == "/api/graphql"]
+    assert len(reads) >= 16
+    assert 2 <= _max_in_flight(reads) <= 3, _max_in_flight(reads)
+
+
+def test_slow_gitlab_reads_overlap(farm, tmp_path):
+    from retry_bot.gitlab.standin.faults import Fault
+
+    for i in range(6):
+        farm.behaviours[f"c{i}"] = compile_error
+    farm.add_project("grp/lat", {f"c{i}": {"stage": "build", "script": ["make"]} for i in range(6)})
+    farm.standin.create_pipeline("grp/lat")
+    assert farm.standin.wait_for(lambda: sum(j.status == "failed" for j in farm.standin.jobs()) == 6)
+    bot = make_bot(farm, tmp_path, ["grp/lat"])
+    bot.poller.settings = type(bot.poller.settings)(**{**bot.poller.settings.__dict__, "read_concurrency": 4})
+    farm.standin.faults.add(Fault(kind="slow", path=r"/trace$|/api/graphql$", delay=0.3))
+    try:
+        t0 = time.monotonic()
+        bot.once()
+        took = time.monotonic() - t0
+        assert len(list(bot.store.jobs())) == 6 and all(r.decided for r in bot.store.jobs())
+        # 12 slow reads one at a time would take 3.6 s; 4 in flight about 1 s
+        assert took < 2.5, took
+    finally:
+        bot.close()
