@@ -174,6 +174,8 @@ class Poller:
         #: ``not_before`` (a backoff), as (due, key) in a heap, with the intent as begun.
         self._due: list[tuple[float, str]] = []
         self._scheduled: dict[str, ActionIntent] = {}
+        #: The newest pipelines per (project, ref), read once per cycle for the superseded check.
+        self._ref_pipelines: dict[tuple[int, str], list[Mapping[str, Any]]] = {}
         actions.on_new_job = self._watch_new_job
 
     # ------------------------------------------------------------------ projects
@@ -226,6 +228,7 @@ class Poller:
         """One full cycle over every project; ``stop()`` is checked between jobs."""
         t0 = time.monotonic()
         report = CycleReport(started=self.clock())
+        self._ref_pipelines = {}
         try:
             projects = self.projects(report)
             report.projects = len(projects)
@@ -814,11 +817,16 @@ class Poller:
         """A newer pipeline on the same ref, at another commit, that is not a child pipeline."""
         if not facts.ref or not facts.pipeline_id:
             return False
-        try:
-            pipes = self.client.latest_pipelines(proj.id, facts.ref, limit=20)
-        except GitLabApiError as exc:
-            log.warning("superseded_check_failed", job_url=facts.web_url, error=str(exc))
-            return False
+        key = (proj.id, facts.ref)
+        pipes = self._ref_pipelines.get(key)
+        if pipes is None:
+            try:
+                pipes = self.client.latest_pipelines(proj.id, facts.ref, limit=20)
+            except GitLabApiError as exc:
+                log.warning("superseded_check_failed", job_url=facts.web_url, error=str(exc))
+                return False
+            # read once per ref and cycle: the jobs of one big pipeline share it
+            self._ref_pipelines[key] = pipes
         return any(int(p["id"]) > facts.pipeline_id and p.get("sha") != facts.sha
                    and p.get("source") != "parent_pipeline" for p in pipes)
 
@@ -914,6 +922,26 @@ class Poller:
         keep = []
         now = self.clock()
         storm_changed = False
+        fresh = [w for w in jobs if now - float(w.get("since") or now) <= self.settings.follow_max_age]
+        width = max(1, min(self.settings.read_concurrency, len(fresh)))
+        read: dict[int, tuple[bool, Any]] = {}
+        if width > 1:
+            def get(w: Mapping[str, Any]) -> tuple[bool, Any]:
+                try:
+                    return True, self.client.get_job(int(w["project_id"]), int(w["job_id"]))
+                except Exception as exc:  # noqa: BLE001 - raised again below, in order
+                    return False, exc
+            with ThreadPoolExecutor(max_workers=width, thread_name_prefix="gitlab-read") as pool:
+                read = dict(zip((int(w["job_id"]) for w in fresh), pool.map(get, fresh)))
+
+        def get_job(w: Mapping[str, Any]) -> Mapping[str, Any]:
+            if int(w["job_id"]) not in read:
+                return self.client.get_job(int(w["project_id"]), int(w["job_id"]))
+            ok, value = read[int(w["job_id"])]
+            if not ok:
+                raise value
+            return value
+
         for w in jobs:
             if now - float(w.get("since") or now) > self.settings.follow_max_age:
                 log.warning("followed_job_expired", job_id=w.get("job_id"), origin_job_id=w.get("origin_job_id"),
@@ -923,7 +951,7 @@ class Poller:
                     self.metrics.followed_expired.inc()
                 continue
             try:
-                j = self.client.get_job(int(w["project_id"]), int(w["job_id"]))
+                j = get_job(w)
             except NotFound:
                 continue
             except GitLabApiError as exc:

@@ -264,3 +264,22 @@ def test_slow_gitlab_reads_overlap(farm, tmp_path):
         assert took < 2.5, took
     finally:
         bot.close()
+
+
+def test_the_jobs_of_one_pipeline_share_one_superseded_check_per_cycle(farm, tmp_path):
+    state = {"broken": True}
+    for i in range(6):
+        farm.behaviours[f"s{i}"] = fleet(state)
+    farm.add_project("grp/one", {f"s{i}": {"stage": "build", "tags": ["small"], "script": ["x"]} for i in range(6)})
+    farm.standin.create_pipeline("grp/one")
+    assert farm.standin.wait_for(lambda: sum(j.status == "failed" for j in farm.standin.jobs()) == 6)
+    bot = make_bot(farm, tmp_path, ["grp/one"])
+    try:
+        farm.standin.reset_calls()
+        report = bot.once()
+        assert sum(o.action == "retry" for o in report.decided) == 6
+        listing = [c for c in farm.standin.calls_matching("GET", r"/projects/\d+/pipelines$") if "ref=" in c.query]
+        assert len(listing) == 1, [c.query for c in listing]     # not one per job
+        assert len(farm.standin.calls_matching("POST", r"/retry$")) == 6
+    finally:
+        bot.close()
