@@ -68,8 +68,12 @@ class PollSettings:
     #: Jobs created longer ago than this are never looked at (mechanics §5).
     lookback_seconds: float = 26 * 3600.0
     per_page: int = 100
-    #: At most this many new failed jobs are decided per project and cycle.
-    max_jobs_per_cycle: int = 50
+    #: At most this many new failed jobs are decided per cycle, shared fairly across projects.
+    max_jobs_per_cycle: int = 500
+    #: Jobs the bot created are followed until they finish, or for this long at most.
+    follow_max_age_seconds: float = 7 * 86400.0
+    #: GitLab reads in flight at once while deciding (writes stay one at a time).
+    read_concurrency: int = 8
     #: Re-list the projects of configured groups every N cycles.
     group_refresh_cycles: int = 30
     trace_tail_bytes: int = 256 * 1024
@@ -245,7 +249,8 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
     # [poll]
     pl = table("poll")
     check_keys(pl, "poll", {"projects", "groups", "interval_seconds", "lookback_hours", "per_page",
-                            "max_jobs_per_cycle", "group_refresh_cycles", "trace_tail_kib"})
+                            "max_jobs_per_cycle", "group_refresh_cycles", "trace_tail_kib", "follow_max_age_hours",
+                            "read_concurrency"})
     projects = get(pl, "poll", "projects", list, [])
     groups = get(pl, "poll", "groups", list, [])
     for i, pr in enumerate(projects):
@@ -265,7 +270,9 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
         interval_seconds=float(get(pl, "poll", "interval_seconds", (int, float), 60.0, minimum=0.05)),
         lookback_seconds=float(get(pl, "poll", "lookback_hours", (int, float), 26.0, minimum=0.001)) * 3600,
         per_page=min(per_page, 100),
-        max_jobs_per_cycle=int(get(pl, "poll", "max_jobs_per_cycle", int, 50, minimum=1)),
+        max_jobs_per_cycle=int(get(pl, "poll", "max_jobs_per_cycle", int, 500, minimum=1)),
+        read_concurrency=int(get(pl, "poll", "read_concurrency", int, 8, minimum=1)),
+        follow_max_age_seconds=float(get(pl, "poll", "follow_max_age_hours", (int, float), 168.0, minimum=1.0)) * 3600,
         group_refresh_cycles=int(get(pl, "poll", "group_refresh_cycles", int, 30, minimum=1)),
         trace_tail_bytes=int(get(pl, "poll", "trace_tail_kib", int, 256, minimum=1)) * 1024,
     )

@@ -85,6 +85,7 @@ class Bot:
             settings=PollerSettings(projects=p.projects, groups=p.groups, lookback_seconds=p.lookback_seconds,
                                     per_page=p.per_page, max_jobs_per_cycle=p.max_jobs_per_cycle,
                                     group_refresh_cycles=p.group_refresh_cycles,
+                                    follow_max_age=p.follow_max_age_seconds, read_concurrency=p.read_concurrency,
                                     trace_tail_bytes=p.trace_tail_bytes, dry_run=self.dry_run,
                                     generated=tuple(GeneratedPipelineSource(s.generator_job, s.artifact_path)
                                                     for s in config.generated)),
@@ -248,8 +249,26 @@ class Bot:
             if self.webhook is not None and not self._stop.is_set():
                 self._wait_for_events(interval - (time.monotonic() - started), reconcile_at)
                 continue
-            self._stop.wait(max(0.0, interval - (time.monotonic() - started)))
+            self._wait_for_cycle(started + interval)
         return 0
+
+    def _wait_for_cycle(self, next_cycle: float) -> None:
+        """Sleep until ``next_cycle`` (monotonic), sending scheduled actions when they come due."""
+        while not self._stop.is_set():
+            now = time.monotonic()
+            due = self.poller.next_due()
+            wake = next_cycle if due is None else min(next_cycle, now + max(0.0, due - self.poller.clock()))
+            if self._stop.wait(max(0.0, wake - now)) or time.monotonic() >= next_cycle:
+                return
+            try:
+                self.poller.run_due(stop=lambda: self._stop.is_set())
+            except LeadershipLost as exc:
+                log.warning("leadership_lost", holder=self.config.leader_holder, error=str(exc))
+                self.metrics.is_leader.set(0)
+                return
+            except Exception as exc:  # noqa: BLE001 - the next cycle drives the intent anyway
+                log.exception("scheduled_actions_failed", error=str(exc))
+                return
 
     # ------------------------------------------------------------------ webhooks
 

@@ -18,6 +18,13 @@ metric                                             labels
 ``retry_bot_poll_cycles_total``                    ``outcome``
 ``retry_bot_last_poll_timestamp_seconds``          gauge
 ``retry_bot_is_leader``                            gauge
+``retry_bot_storm_braked``                         ``category``: 1 while its storm brake is on
+``retry_bot_storm_held_jobs``                      ``category``: re-runs held by the brake
+``retry_bot_storm_trips_total``                    ``category``
+``retry_bot_storm_released_total``                 ``category``: held re-runs sent on release
+``retry_bot_followed_jobs``                        jobs the bot created, followed to their end
+``retry_bot_followed_jobs_expired_total``          followed jobs dropped at ``follow_max_age``
+``retry_bot_scheduled_actions``                    open intents waiting for their due time
 =================================================  =====================================
 """
 
@@ -57,6 +64,21 @@ class BotMetrics:
         self.is_leader = Gauge("retry_bot_is_leader",
                                "1 when this process holds the leader lease (always 1 for a single instance)",
                                registry=r)
+
+        self.storm_braked = Gauge("retry_bot_storm_braked", "1 while the category's storm brake holds its re-runs",
+                                  ["category"], registry=r)
+        self.storm_held = Gauge("retry_bot_storm_held_jobs", "Re-runs held by the storm brake", ["category"],
+                                registry=r)
+        self.storm_trips = Counter("retry_bot_storm_trips", "Times the storm brake tripped", ["category"],
+                                   registry=r)
+        self.storm_released = Counter("retry_bot_storm_released", "Held re-runs sent when the brake released",
+                                      ["category"], registry=r)
+        self.followed_jobs = Gauge("retry_bot_followed_jobs", "Jobs the bot created and follows to their end",
+                                   registry=r)
+        self.followed_expired = Counter("retry_bot_followed_jobs_expired",
+                                        "Followed jobs dropped unfinished at follow_max_age", registry=r)
+        self.scheduled_actions = Gauge("retry_bot_scheduled_actions",
+                                       "Open action intents waiting for their due time", registry=r)
 
     def observe_api_call(self, call: ApiCall) -> None:
         """Observer for :class:`~retry_bot.gitlab.client.GitLabClient`."""

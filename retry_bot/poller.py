@@ -25,12 +25,14 @@ Everything here is the thin edge between GitLab and the pure core
 
 from __future__ import annotations
 
+import heapq
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
 
-from retry_bot.actions import ActionRequest, ActionRunner
+from retry_bot.actions import ActionRequest, ActionRunner, Outcome
 from retry_bot.classify import classify, extract_verified_record, facts_from_job_json
 from retry_bot.decide import ClassUsage, Decision, LineageAttempt, decide
 from retry_bot.gitlab.client import GitLabApiError, GitLabClient, GraphQLSchemaError, NotFound, parse_time
@@ -38,11 +40,12 @@ from retry_bot.gitlab.jobdef import (GeneratedPipelineSource, JobDefinition, Job
                                      fetch_job_definition)
 from retry_bot.gitlab.recreate import ChildPipelineSpec, build_child_config, parse_gitlab_duration, pipeline_variables
 from retry_bot.model import Classification, JobFacts
-from retry_bot.state import LeadershipLost
+from retry_bot.state import ActionIntent, LeadershipLost
+from retry_bot.storm import HELD_SCOPE, STORM_SCOPE, StormState, release_times
 from runner_wrapper.logconfig import get_logger
 from runner_wrapper.quantity import QuantityError, parse_memory
 
-__all__ = ["Poller", "PollerSettings", "CycleReport", "JobOutcome", "WATCH_SCOPE", "dry_run_scope"]
+__all__ = ["Poller", "PollerSettings", "CycleReport", "JobOutcome", "WATCH_SCOPE", "dry_run_scope", "share_budget"]
 
 log = get_logger("retry_bot.poller")
 
@@ -66,13 +69,17 @@ class PollerSettings:
     groups: tuple[str, ...] = ()
     lookback_seconds: float = 26 * 3600.0
     per_page: int = 100
-    max_jobs_per_cycle: int = 50
+    #: New failed jobs decided per cycle, shared across projects (:func:`share_budget`).
+    max_jobs_per_cycle: int = 500
     group_refresh_cycles: int = 30
     trace_tail_bytes: int = 256 * 1024
     dry_run: bool = False
     generated: tuple[GeneratedPipelineSource, ...] = ()
-    #: Jobs the bot created that it follows to their end, at most.
-    max_watched: int = 500
+    #: Jobs the bot created are followed to their end, or until they are this old (seconds).
+    follow_max_age: float = 7 * 86400.0
+    #: GitLab reads of the jobs about to be decided (GraphQL details, trace tail) in flight at once.
+    #: Writes stay one at a time, in decision order.
+    read_concurrency: int = 8
 
 
 @dataclass(frozen=True)
@@ -161,6 +168,14 @@ class Poller:
         #: Jobs this process decided in dry-run mode: provisional (not recorded as decided in
         #: the store, so a later live run decides them), but not re-judged every cycle here.
         self._dry_decided: set[int] = set()
+        #: The storm brake (retry_bot/storm.py), loaded from the state store each cycle.
+        self.storm = StormState()
+        #: The due-time scheduler: intents this process began and that wait for their
+        #: ``not_before`` (a backoff), as (due, key) in a heap, with the intent as begun.
+        self._due: list[tuple[float, str]] = []
+        self._scheduled: dict[str, ActionIntent] = {}
+        #: The newest pipelines per (project, ref), read once per cycle for the superseded check.
+        self._ref_pipelines: dict[tuple[int, str], list[Mapping[str, Any]]] = {}
         actions.on_new_job = self._watch_new_job
 
     # ------------------------------------------------------------------ projects
@@ -213,22 +228,29 @@ class Poller:
         """One full cycle over every project; ``stop()`` is checked between jobs."""
         t0 = time.monotonic()
         report = CycleReport(started=self.clock())
+        self._ref_pipelines = {}
         try:
             projects = self.projects(report)
             report.projects = len(projects)
             if not projects and report.unavailable and len(report.auth_failures) == report.unavailable:
                 report.fatal = _auth_problem(report.auth_failures)
             else:
-                report.actions.extend(self.actions.resume_all())
+                self._load_storm()
+                self._release_unbraked(report)
+                self._probe_held(report)
+                report.actions.extend(self.run_due())
+                report.actions.extend(self._resume_open())
+                listed: list[tuple[_Project, list[Mapping[str, Any]]]] = []
                 for proj in projects:
                     if stop():
                         break
                     try:
-                        self.poll_project(proj, report, stop=stop)
+                        listed.append((proj, self.list_new(proj, report)))
                         report.projects_ok += 1
                     except GitLabApiError as exc:
                         self._note_failure(report, f"project {proj.path}", exc)
                         log.error("project_poll_failed", project=proj.path, status=exc.status, error=str(exc))
+                self.handle_listed(listed, report, stop=stop)
                 if projects and report.projects_ok == 0 and report.unavailable \
                         and len(report.auth_failures) == report.unavailable:
                     report.fatal = _auth_problem(report.auth_failures)
@@ -251,6 +273,11 @@ class Poller:
         return report
 
     def poll_project(self, proj: _Project, report: CycleReport, *, stop: Callable[[], bool] = lambda: False) -> None:
+        """List and handle one project's new failed jobs (the whole cycle budget for it)."""
+        self.handle_listed([(proj, self.list_new(proj, report))], report, stop=stop)
+
+    def list_new(self, proj: _Project, report: CycleReport) -> list[Mapping[str, Any]]:
+        """The project's failed jobs not decided yet, newest first, at most the cycle's budget."""
         now = self.clock()
         since = now - self.settings.lookback_seconds
         new: list[Mapping[str, Any]] = []
@@ -268,25 +295,83 @@ class Poller:
             new.append(job)
             if len(new) >= self.settings.max_jobs_per_cycle:
                 break
-        for job in sorted(new, key=lambda j: int(j["id"])):
-            if stop():
-                break
+        self._watermark(proj, top_id, now, since)
+        return new
+
+    def handle_listed(self, listed: Sequence[tuple[_Project, Sequence[Mapping[str, Any]]]], report: CycleReport, *,
+                      stop: Callable[[], bool] = lambda: False) -> None:
+        """Handle the listed jobs within the cycle's budget, shared fairly across projects.
+
+        Each project gets its :func:`share_budget` share (oldest first); the projects take
+        turns, one job each, so a large backlog neither starves the small projects nor is
+        starved by a per-project cap.  The rest waits for the next cycle.
+        """
+        shares = share_budget([len(new) for _, new in listed], self.settings.max_jobs_per_cycle,
+                              start=self._cycles)
+        queues = [(proj, sorted(new, key=lambda j: int(j["id"]))[:n]) for (proj, new), n in zip(listed, shares)]
+        deferred = sum(len(new) for _, new in listed) - sum(shares)
+        if deferred > 0:
+            log.info("cycle_budget_reached", budget=self.settings.max_jobs_per_cycle, deferred=deferred,
+                     projects=sum(1 for _, new in listed if new), note="the rest is decided next cycle")
+        order = [(proj, q[i]) for i in range(max((len(q) for _, q in queues), default=0))
+                 for proj, q in queues if i < len(q)]
+        width = max(1, self.settings.read_concurrency)
+        pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="gitlab-read") if width > 1 else None
+        try:
+            step = 2 * width
+            for start in range(0, len(order), step):
+                chunk = order[start:start + step]
+                reads = self._prefetch(pool, chunk) if pool is not None and len(chunk) > 1 else {}
+                for proj, job in chunk:
+                    if stop():
+                        return
+                    self._handle_one(proj, job, report, reads.get(int(job["id"])))
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+    def _prefetch(self, pool: ThreadPoolExecutor, chunk: Sequence[tuple[_Project, Mapping[str, Any]]]
+                  ) -> dict[int, dict[str, Any]]:
+        """The reads :meth:`handle_job` starts with, for a few jobs at once (bounded by the pool).
+
+        Only reads: each job is still decided and acted on one at a time, in order, so the
+        intent protocol (and exactly-once) is untouched.  An error is kept and raised where
+        the read would have been made.
+        """
+        def call(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
             try:
-                out = self.handle_job(proj, job)
-            except GitLabApiError as exc:
-                report.errors.append(f"job {job.get('id')}: {exc}")
-                log.error("job_handling_failed", job_url=job.get("web_url"), job_id=job.get("id"), error=str(exc),
+                return True, fn(*args)
+            except Exception as exc:  # noqa: BLE001 - re-raised in handle_job
+                return False, exc
+
+        futures = {}
+        for proj, job in chunk:
+            jid = int(job["id"])
+            futures[jid] = {
+                "details": pool.submit(call, self.client.job_details, proj.path, jid),
+                "tail": pool.submit(call, self.client.trace_tail, proj.id, jid, self.settings.trace_tail_bytes)}
+        return {jid: {k: f.result() for k, f in fs.items()} for jid, fs in futures.items()}
+
+    def _handle_one(self, proj: _Project, job: Mapping[str, Any], report: CycleReport,
+                    reads: Mapping[str, Any] | None = None) -> None:
+        try:
+            out = self.handle_job(proj, job, reads)
+        except GitLabApiError as exc:
+            report.errors.append(f"job {job.get('id')}: {exc}")
+            log.error("job_handling_failed", job_url=job.get("web_url"), job_id=job.get("id"), error=str(exc),
+                      note="not decided; tried again next cycle")
+            return
+        except LeadershipLost:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one odd job must not stop the others
+            report.errors.append(f"job {job.get('id')}: {type(exc).__name__}: {exc}")
+            log.exception("job_handling_crashed", job_url=job.get("web_url"), job_id=job.get("id"),
                           note="not decided; tried again next cycle")
-                continue
-            except LeadershipLost:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one odd job must not stop the others
-                report.errors.append(f"job {job.get('id')}: {type(exc).__name__}: {exc}")
-                log.exception("job_handling_crashed", job_url=job.get("web_url"), job_id=job.get("id"),
-                              note="not decided; tried again next cycle")
-                continue
-            if out is not None:
-                report.decided.append(out)
+            return
+        if out is not None:
+            report.decided.append(out)
+
+    def _watermark(self, proj: _Project, top_id: int, now: float, since: float) -> None:
         # The watermark records how far this project was looked at (for `state check` and
         # restarts); written when it moves, and at least every 5 minutes, not every cycle.
         wm = self.store.get_watermark(f"project:{proj.id}") or {}
@@ -309,11 +394,24 @@ class Poller:
                        exit_code=int(exit_code) if isinstance(exit_code, int) else facts.exit_code,
                        pipeline_source=facts.pipeline_source or pipe.get("source"))
 
-    def handle_job(self, proj: _Project, job: Mapping[str, Any]) -> JobOutcome | None:
-        """Classify, decide and act on one failed job (exactly once)."""
+    def handle_job(self, proj: _Project, job: Mapping[str, Any],
+                   reads: Mapping[str, Any] | None = None) -> JobOutcome | None:
+        """Classify, decide and act on one failed job (exactly once).
+
+        ``reads``: the job's GraphQL details and trace tail read ahead (:meth:`_prefetch`).
+        """
         jid = int(job["id"])
+
+        def read(name: str, fn: Callable[[], Any]) -> Any:
+            if reads is None or name not in reads:
+                return fn()
+            ok, value = reads[name]
+            if not ok:
+                raise value
+            return value
+
         try:
-            details = self.client.job_details(proj.path, jid)
+            details = read("details", lambda: self.client.job_details(proj.path, jid))
         except NotFound:
             log.warning("graphql_job_not_found", job_url=job.get("web_url"), job_id=jid,
                         note="deciding without exitCode/retried (does the token see the project in GraphQL?)")
@@ -332,7 +430,7 @@ class Poller:
             log.info("job_deferred", job_url=job.get("web_url"), job_id=jid,
                      reason="a manual job of the same name has a re-creation still in flight")
             return None
-        tail = self.client.trace_tail(proj.id, jid, self.settings.trace_tail_bytes)
+        tail = read("tail", lambda: self.client.trace_tail(proj.id, jid, self.settings.trace_tail_bytes))
         facts = self._facts(proj, job, details)
         # bound to this job: a replayed marker of another job is rejected, never trusted (docs/usage-record.md)
         record, rejected = extract_verified_record(tail, self.keys, job_id=jid, project_id=facts.project_id or None)
@@ -351,6 +449,7 @@ class Poller:
             return None
         if self.metrics is not None:
             self.metrics.jobs_classified.labels(classification.family.value, classification.category).inc()
+        self._storm_failure(classification.family.value, classification.category, facts)
         if record is not None and self.store.origin_of(jid) != jid:
             self.store.update_lineage_member(jid, memory_peak_bytes=record.usage.memory_peak_bytes,
                                              status=facts.status)
@@ -400,11 +499,22 @@ class Poller:
                                    rule="job_definition")
                 req = None
         intent = None
+        gate = None
         if req is not None and not dry:
-            intent = self.actions.start(req)  # committed before the decision: a crash in between re-decides
+            gate = self.storm.gate(policy.storm, family, classification.category, self.clock())
+            if gate.verdict == "hold":
+                self._hold(req, gate.detail)  # kept before the decision: a crash in between re-decides
+            else:
+                if gate.verdict == "probe":
+                    self._save_storm()
+                    log.info("storm_probe", job_url=facts.web_url, job_id=jid, category=gate.category,
+                             detail=gate.detail)
+                intent = self.actions.start(req)  # committed before the decision: a crash in between re-decides
         dec = decision.to_dict()
         dec.update(job_url=facts.web_url, dry_run=dry, classification_rule=classification.rule,
                    evidence=list(classification.evidence)[:5])
+        if gate is not None and gate.verdict != "act":
+            dec.update(storm=gate.verdict, storm_detail=gate.detail)
         if dry:
             # Provisional: kept for `retry-bot history`, but the job stays undecided in the
             # store, so a later live run decides it (within the policy's max_job_age).
@@ -422,11 +532,170 @@ class Poller:
         if intent is not None:
             outcome = self.actions.drive(intent)
             acted = outcome.status
+            self._schedule(intent, req, outcome)
+        elif gate is not None and gate.verdict == "hold":
+            acted = "held"
         elif req is not None:
             acted = "dry_run"
             log.info("dry_run_no_write", job_url=facts.web_url, would=req.kind, variables=dict(req.variables))
         return JobOutcome(jid, proj.path, facts.web_url, classification.family.value, classification.category,
                           decision.action.value, decision.reason, acted)
+
+    # ------------------------------------------------------------------ the due-time scheduler
+
+    def _schedule(self, intent: ActionIntent, req: ActionRequest, outcome: Outcome | None) -> None:
+        """Keep an intent begun here that waits for its due time (a backoff) in the scheduler."""
+        if req.not_before <= self.clock() or (outcome is not None and outcome.status != "waiting"):
+            return
+        if intent.idempotency_key not in self._scheduled:
+            heapq.heappush(self._due, (req.not_before, intent.idempotency_key))
+        self._scheduled[intent.idempotency_key] = intent
+        self._publish_scheduled()
+
+    def _publish_scheduled(self) -> None:
+        if self.metrics is not None and hasattr(self.metrics, "scheduled_actions"):
+            self.metrics.scheduled_actions.set(len(self._scheduled))
+
+    def next_due(self) -> float | None:
+        """When the next scheduled action is due (clock time), or ``None``."""
+        return self._due[0][0] if self._due else None
+
+    def run_due(self, *, stop: Callable[[], bool] = lambda: False) -> list[Outcome]:
+        """Send the scheduled actions that are due now, whatever the poll cycle is doing.
+
+        An intent this process began and has not touched since is driven as begun
+        (``created``): no read of GitLab first, since no write of it can have been made.
+        When the state store shows it changed meanwhile, or the leadership term moved
+        (another replica may have driven it), it is driven from the store, which reads
+        GitLab before any write (the intent protocol, docs/state.md).
+        """
+        out: list[Outcome] = []
+        now = self.clock()
+        while self._due and self._due[0][0] <= now and not stop():
+            _, key = heapq.heappop(self._due)
+            began = self._scheduled.pop(key, None)
+            if began is None:
+                continue
+            stored = self.store.get_action(key)
+            if stored is None or stored.status != "begun":
+                continue
+            same = (stored.attempts == began.attempts and stored.updated_at == began.updated_at
+                    and stored.term == began.term and self.store.leadership_term == began.term)
+            out.append(self.actions.drive(began if same else stored))
+        self._publish_scheduled()
+        return out
+
+    def _resume_open(self) -> list[Outcome]:
+        """Drive every open overall intent one step, except those the scheduler holds (not due yet)."""
+        out = []
+        for intent in self.store.open_intents():
+            if intent.idempotency_key.count(":") != 1 or intent.idempotency_key in self._scheduled:
+                continue  # a sub-intent (driven by its overall intent), or waiting in the scheduler
+            out.append(self.actions.drive(intent))
+        return out
+
+    # ------------------------------------------------------------------ the storm brake
+
+    def _load_storm(self) -> None:
+        """The brake's state from the state store (another leader may have changed it)."""
+        self.storm = StormState.from_dict(self.store.get_watermark(STORM_SCOPE))
+        self._publish_storm()
+
+    def _save_storm(self) -> None:
+        self.store.set_watermark(STORM_SCOPE, self.storm.to_dict())
+        self._publish_storm()
+
+    def _publish_storm(self) -> None:
+        if self.metrics is None or not hasattr(self.metrics, "storm_braked"):
+            return
+        held = (self.store.get_watermark(HELD_SCOPE) or {}).get("held", {})
+        for cat, st in self.storm.categories.items():
+            self.metrics.storm_braked.labels(cat).set(1 if st.braked else 0)
+            self.metrics.storm_held.labels(cat).set(len(held.get(cat, {})))
+
+    def _storm_failure(self, family: str, category: str, facts: JobFacts) -> None:
+        rule = getattr(self.policy(), "storm", None)
+        if not self.storm.watches(rule, family):
+            return
+        tripped = self.storm.note_failure(rule, family, category, self.clock())
+        self._save_storm()
+        if tripped:
+            st = self.storm.categories[category]
+            if self.metrics is not None:
+                self.metrics.storm_trips.labels(category).inc()
+            log.warning("storm_brake_tripped", category=category, family=family, failures=len(st.failures),
+                        window_seconds=rule.window, job_url=facts.web_url,
+                        note=f"re-runs of {category} are held ({rule.probes} probes every "
+                             f"{rule.probe_interval:.0f}s) until {rule.release_successes} re-run jobs succeed")
+
+    def _hold(self, req: ActionRequest, detail: str) -> None:
+        """Keep a held request in the state store (no intent, no budget spent)."""
+        doc = self.store.get_watermark(HELD_SCOPE) or {}
+        held = {c: dict(v) for c, v in (doc.get("held") or {}).items()}
+        held.setdefault(req.category or "", {})[req.key] = req.to_payload()
+        self.store.set_watermark(HELD_SCOPE, {"held": held})
+        log.info("storm_job_held", job_url=req.web_url, job_id=req.job_id, category=req.category, action=req.kind,
+                 detail=detail, held=len(held[req.category or ""]))
+        self._publish_storm()
+
+    def _release_unbraked(self, report: CycleReport) -> None:
+        """Send the held requests of every category whose brake is off (released, or a crash mid-release)."""
+        for cat in self.storm.release_stale(getattr(self.policy(), "storm", None)):
+            log.warning("storm_brake_released", category=cat, reason="the policy no longer brakes this category")
+            self._save_storm()
+        held = (self.store.get_watermark(HELD_SCOPE) or {}).get("held", {})
+        braked = set(self.storm.braked())
+        for cat in [c for c, reqs in held.items() if reqs and c not in braked]:
+            self._release(cat, report)
+
+    def _probe_held(self, report: CycleReport) -> None:
+        """While braked, a probe comes from the held requests when no new failure brought one."""
+        rule = getattr(self.policy(), "storm", None)
+        doc = self.store.get_watermark(HELD_SCOPE) or {}
+        held = {c: dict(v) for c, v in (doc.get("held") or {}).items()}
+        changed = False
+        for cat in self.storm.braked():
+            st = self.storm.categories[cat]
+            while held.get(cat):
+                gate = self.storm.gate(rule, st.family, cat, self.clock())
+                if gate.verdict != "probe":
+                    break
+                key, payload = min(held[cat].items(), key=lambda kv: int(kv[1].get("job_id", 0)))
+                req = ActionRequest.from_payload(payload)
+                intent = self.actions.start(req)  # idempotent by key
+                del held[cat][key]
+                changed = True
+                self.store.set_watermark(HELD_SCOPE, {"held": held})
+                self._save_storm()
+                log.info("storm_probe", job_url=req.web_url, job_id=req.job_id, category=cat, detail=gate.detail,
+                         source="held")
+                report.actions.append(self.actions.drive(intent))
+        if changed:
+            self._publish_storm()
+
+    def _release(self, category: str, report: CycleReport | None) -> None:
+        doc = self.store.get_watermark(HELD_SCOPE) or {}
+        held = {c: dict(v) for c, v in (doc.get("held") or {}).items()}
+        reqs = sorted(held.get(category, {}).values(), key=lambda p: int(p.get("job_id", 0)))
+        rule = getattr(self.policy(), "storm", None)
+        now = self.clock()
+        times = release_times(len(reqs), rule.release_per_minute if rule is not None else 0, now)
+        for payload, at in zip(reqs, times):
+            req = ActionRequest.from_payload({**payload, "not_before": max(at, float(payload.get("not_before", 0)))})
+            intent = self.actions.start(req)  # idempotent by key: a crash mid-release starts nothing twice
+            if req.not_before <= now:
+                out = self.actions.drive(intent)
+                if report is not None:
+                    report.actions.append(out)
+            else:
+                self._schedule(intent, req, None)
+        held.pop(category, None)
+        self.store.set_watermark(HELD_SCOPE, {"held": held})
+        if self.metrics is not None and hasattr(self.metrics, "storm_released"):
+            self.metrics.storm_released.labels(category).inc(len(reqs))
+        log.warning("storm_held_released", category=category, released=len(reqs),
+                    per_minute=rule.release_per_minute if rule is not None else 0)
+        self._publish_storm()
 
     # ------------------------------------------------------------------ helpers
 
@@ -548,11 +817,16 @@ class Poller:
         """A newer pipeline on the same ref, at another commit, that is not a child pipeline."""
         if not facts.ref or not facts.pipeline_id:
             return False
-        try:
-            pipes = self.client.latest_pipelines(proj.id, facts.ref, limit=20)
-        except GitLabApiError as exc:
-            log.warning("superseded_check_failed", job_url=facts.web_url, error=str(exc))
-            return False
+        key = (proj.id, facts.ref)
+        pipes = self._ref_pipelines.get(key)
+        if pipes is None:
+            try:
+                pipes = self.client.latest_pipelines(proj.id, facts.ref, limit=20)
+            except GitLabApiError as exc:
+                log.warning("superseded_check_failed", job_url=facts.web_url, error=str(exc))
+                return False
+            # read once per ref and cycle: the jobs of one big pipeline share it
+            self._ref_pipelines[key] = pipes
         return any(int(p["id"]) > facts.pipeline_id and p.get("sha") != facts.sha
                    and p.get("source") != "parent_pipeline" for p in pipes)
 
@@ -625,20 +899,59 @@ class Poller:
         doc = self.store.get_watermark(WATCH_SCOPE) or {"jobs": []}
         jobs = [j for j in doc.get("jobs", []) if j.get("job_id") != new_job_id]
         jobs.append({"job_id": new_job_id, "project_id": req.project_id, "project": req.project_path,
-                     "origin_job_id": req.origin_job_id, "family": req.family, "kind": req.kind,
-                     "runner_class": req.runner_class, "since": self.clock()})
-        self.store.set_watermark(WATCH_SCOPE, {"jobs": jobs[-self.settings.max_watched:]})
+                     "origin_job_id": req.origin_job_id, "family": req.family, "category": req.category,
+                     "kind": req.kind, "runner_class": req.runner_class, "since": self.clock()})
+        # No cap on the count (issue 15: a cap of 500 silently dropped jobs of a burst);
+        # bounded by age in follow_watched.
+        self.store.set_watermark(WATCH_SCOPE, {"jobs": jobs})
+        if self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
+            self.metrics.followed_jobs.set(len(jobs))
 
     def follow_watched(self, report: CycleReport) -> None:
-        """Check the jobs the bot created; record their end (and OOM recoveries)."""
+        """Check the jobs the bot created; record their end (and OOM recoveries).
+
+        A job still not finished ``follow_max_age`` after the bot created it is no longer
+        followed (logged and counted: ``retry_bot_followed_jobs_expired_total``).
+        """
         doc = self.store.get_watermark(WATCH_SCOPE) or {}
         jobs = list(doc.get("jobs", []))
+        if self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
+            self.metrics.followed_jobs.set(len(jobs))
         if not jobs:
             return
         keep = []
+        now = self.clock()
+        storm_changed = False
+        fresh = [w for w in jobs if now - float(w.get("since") or now) <= self.settings.follow_max_age]
+        width = max(1, min(self.settings.read_concurrency, len(fresh)))
+        read: dict[int, tuple[bool, Any]] = {}
+        if width > 1:
+            def get(w: Mapping[str, Any]) -> tuple[bool, Any]:
+                try:
+                    return True, self.client.get_job(int(w["project_id"]), int(w["job_id"]))
+                except Exception as exc:  # noqa: BLE001 - raised again below, in order
+                    return False, exc
+            with ThreadPoolExecutor(max_workers=width, thread_name_prefix="gitlab-read") as pool:
+                read = dict(zip((int(w["job_id"]) for w in fresh), pool.map(get, fresh)))
+
+        def get_job(w: Mapping[str, Any]) -> Mapping[str, Any]:
+            if int(w["job_id"]) not in read:
+                return self.client.get_job(int(w["project_id"]), int(w["job_id"]))
+            ok, value = read[int(w["job_id"])]
+            if not ok:
+                raise value
+            return value
+
         for w in jobs:
+            if now - float(w.get("since") or now) > self.settings.follow_max_age:
+                log.warning("followed_job_expired", job_id=w.get("job_id"), origin_job_id=w.get("origin_job_id"),
+                            project=w.get("project"), age_seconds=round(now - float(w["since"])),
+                            note="not finished within [poll] follow_max_age: no longer followed")
+                if self.metrics is not None and hasattr(self.metrics, "followed_expired"):
+                    self.metrics.followed_expired.inc()
+                continue
             try:
-                j = self.client.get_job(int(w["project_id"]), int(w["job_id"]))
+                j = get_job(w)
             except NotFound:
                 continue
             except GitLabApiError as exc:
@@ -650,6 +963,15 @@ class Poller:
                 keep.append(w)
                 continue
             self.store.update_lineage_member(int(w["job_id"]), status=status)
+            cat = w.get("category")
+            if cat and self.storm.categories.get(cat) is not None and self.storm.categories[cat].braked:
+                storm_changed = True
+                rule = getattr(self.policy(), "storm", None)
+                if self.storm.note_rerun_result(rule, str(w.get("family") or ""), cat, status == "success", now):
+                    log.warning("storm_brake_released", category=cat, job_url=j.get("web_url"),
+                                reason=f"{rule.release_successes if rule else 1} re-run job(s) of {cat} succeeded")
+                    self._save_storm()
+                    self._release(cat, report)
             if status == "success" and w.get("family") == "oom" and w.get("kind") in ("resize", "job_retry"):
                 if self.metrics is not None:
                     self.metrics.oom_recoveries.inc()
@@ -660,6 +982,10 @@ class Poller:
                          origin_job_id=w.get("origin_job_id"))
         if len(keep) != len(jobs):
             self.store.set_watermark(WATCH_SCOPE, {"jobs": keep})
+            if self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
+                self.metrics.followed_jobs.set(len(keep))
+        if storm_changed:
+            self._save_storm()
 
 
 def _record_memory(record: Any, facts: JobFacts, limit: int | None, peak: int | None) -> tuple[int | None, int | None]:
@@ -689,3 +1015,34 @@ def _facts_dict(f: JobFacts) -> dict[str, Any]:
 def _cls_dict(c: Classification) -> dict[str, Any]:
     return {"family": c.family.value, "category": c.category, "rule": c.rule,
             "evidence": list(c.evidence)[:10], "confidence": c.confidence}
+
+
+def share_budget(demands: Sequence[int], budget: int, *, start: int = 0) -> list[int]:
+    """Max-min fair shares of ``budget`` jobs among projects wanting ``demands`` jobs.
+
+    Every project with work gets an equal share; what a small project does not need
+    goes to the others, so one 2,000-job pipeline takes whatever the rest leave (it is
+    not capped per project) and a small project is never starved by it.  When the
+    budget is smaller than the number of projects with work, the single jobs go to the
+    projects from index ``start`` on (the poller rotates it every cycle).
+
+    >>> share_budget([2000, 3, 0, 10], 100)
+    [87, 3, 0, 10]
+    """
+    shares = [0] * len(demands)
+    left = max(0, int(budget))
+    n = len(demands)
+    active = [(start + k) % n for k in range(n) if demands[(start + k) % n] > 0] if n else []
+    while left > 0 and active:
+        each = max(1, left // len(active))
+        nxt = []
+        for i in active:
+            if left <= 0:
+                break
+            give = min(each, demands[i] - shares[i], left)
+            shares[i] += give
+            left -= give
+            if shares[i] < demands[i]:
+                nxt.append(i)
+        active = nxt
+    return shares

@@ -129,4 +129,10 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
     }
     if p.prediction:
         out["prediction"] = dict(p.prediction)
+    if p.storm is not None:
+        st = p.storm
+        out["storm"] = {"enabled": True, "families": list(st.families), "window": format_duration(st.window),
+                        "trip_failures": st.trip_failures, "probes": st.probes,
+                        "probe_interval": format_duration(st.probe_interval),
+                        "release_successes": st.release_successes, "release_per_minute": st.release_per_minute}
     return out

@@ -37,6 +37,7 @@ from retry_bot.policy.model import (
     RuleUpdate,
     RunnerClass,
     SourceRule,
+    StormRule,
     TimeRule,
     UnknownLimit,
     VariableNames,
@@ -65,7 +66,9 @@ _CATEGORY_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 _TOP_KEYS = ("version", "dry_run", "skip_superseded", "skip_allow_failure", "max_job_age",
              "max_attempts", "variables", "families", "categories", "resize", "runner_classes",
-             "placement", "pipeline_sources", "overrides", "prediction")
+             "placement", "pipeline_sources", "overrides", "prediction", "storm")
+_STORM_KEYS = ("enabled", "families", "window", "trip_failures", "probes", "probe_interval", "release_successes",
+               "release_per_minute")
 _RULE_KEYS = ("action", "budget", "backoff")
 _BACKOFF_KEYS = ("initial", "factor", "max")
 _VARIABLE_KEYS = ("memory_limit", "memory_request", "cpu_limit", "cpu_request", "helper_memory_limit",
@@ -280,6 +283,7 @@ class _Reader:
         sources = self.sources(top.get("pipeline_sources", {}), "pipeline_sources")
         overrides = self.overrides(top.get("overrides", []), "overrides")
         prediction = self.prediction(top.get("prediction"), "prediction")
+        storm = self.storm(top.get("storm"), "storm")
         policy = Policy(
             dry_run=self.take(top, "dry_run", "", base.dry_run, _bool, "true or false"),
             skip_superseded=self.take(top, "skip_superseded", "", base.skip_superseded, _bool, "true or false"),
@@ -297,6 +301,7 @@ class _Reader:
             pipeline_sources=sources,
             overrides=overrides,
             prediction=prediction,
+            storm=storm,
         )
         self.cross_checks(policy)
         return policy
@@ -561,6 +566,30 @@ class _Reader:
             self.problem(pr.path or path, pr.message)
         return dict(value)
 
+    def storm(self, value: Any, path: str) -> StormRule | None:
+        """The ``[storm]`` table (retry_bot/storm.py); absent or ``enabled = false``: no brake."""
+        if value is None:
+            return None
+        t = self.table(value, path, _STORM_KEYS)
+        d = StormRule()
+        enabled = self.take(t, "enabled", path, True, _bool, "true or false")
+        families = self.take(t, "families", path, d.families, _families, "a list of family names")
+        r = StormRule(
+            window=self.take(t, "window", path, d.window, _duration_range(60.0, 86400.0),
+                             "a duration from 1m to 1d"),
+            trip_failures=self.take(t, "trip_failures", path, d.trip_failures, _int(2, 100000),
+                                    "an integer from 2 to 100000"),
+            probes=self.take(t, "probes", path, d.probes, _int(1, 1000), "an integer from 1 to 1000"),
+            probe_interval=self.take(t, "probe_interval", path, d.probe_interval, _duration_range(10.0, 86400.0),
+                                     "a duration from 10s to 1d"),
+            release_successes=self.take(t, "release_successes", path, d.release_successes, _int(1, 1000),
+                                        "an integer from 1 to 1000"),
+            release_per_minute=self.take(t, "release_per_minute", path, d.release_per_minute, _int(0, 100000),
+                                         "an integer from 0 (all at once) to 100000"),
+            families=families,
+        )
+        return r if enabled else None
+
     # ---------------------------------------------------------------- whole-policy checks
 
     def cross_checks(self, p: Policy) -> None:
@@ -663,6 +692,25 @@ def _duration_max(hi: float) -> Callable[[Any], float]:
             raise _Bad(f"{v!r} is too long (at most {hi:g} seconds)")
         return s
     return conv
+
+
+def _duration_range(lo: float, hi: float) -> Callable[[Any], float]:
+    def conv(v: Any) -> float:
+        s = parse_duration(v)
+        if not lo <= s <= hi:
+            raise _Bad(f"{v!r} is out of range (from {lo:g} to {hi:g} seconds)")
+        return s
+    return conv
+
+
+def _families(v: Any) -> tuple[str, ...]:
+    if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
+        raise _Bad(f"must be a non-empty list of family names ({', '.join(FAMILIES)})")
+    bad = [x for x in v if x not in FAMILIES]
+    if bad:
+        raise _Bad(f"unknown famil{'y' if len(bad) == 1 else 'ies'} {', '.join(map(repr, bad))} "
+                   f"(one of {', '.join(FAMILIES)}){_hint(bad[0], FAMILIES)}")
+    return tuple(dict.fromkeys(v))
 
 
 def _duration_min(lo: float) -> Callable[[Any], float]:

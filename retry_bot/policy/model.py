@@ -36,6 +36,7 @@ __all__ = [
     "UnknownLimit",
     "Backoff",
     "Rule",
+    "StormRule",
     "RuleUpdate",
     "VariableNames",
     "CpuRule",
@@ -336,6 +337,27 @@ class ResolvedRule:
     allow_expensive: bool = True
 
 
+@dataclass(frozen=True)
+class StormRule:
+    """The storm brake (``[storm]``): hold a category's re-runs while it fails at an abnormal rate.
+
+    A category of one of ``families`` *trips* the brake when ``trip_failures`` new
+    failed jobs of it are seen within ``window`` seconds.  While braked, its
+    re-runs are held (decided, recorded, not sent, no budget spent), except
+    ``probes`` re-runs let through every ``probe_interval``; once
+    ``release_successes`` re-run jobs of the category succeed, the brake releases
+    and the held jobs are sent, ``release_per_minute`` a minute (0: all at once).
+    """
+
+    window: float = 300.0
+    trip_failures: int = 30
+    probes: int = 2
+    probe_interval: float = 120.0
+    release_successes: int = 2
+    release_per_minute: int = 0
+    families: tuple[str, ...] = (Family.INFRASTRUCTURE.value,)
+
+
 def _default_families() -> Mapping[str, Rule]:
     return dict({
         Family.OOM.value: Rule(Action.RESIZE, 3),
@@ -374,6 +396,8 @@ class Policy:
     #: The ``[prediction]`` table as written; the predictor (``retry_bot.predict``)
     #: owns and validates it.
     prediction: Mapping[str, Any] = field(default_factory=dict)
+    #: The storm brake; ``None``: off (no ``[storm]`` table, or ``enabled = false``).
+    storm: StormRule | None = None
 
     # ------------------------------------------------------------------ look-ups
 
