@@ -179,7 +179,8 @@ class Farm:
 
 
 def bot_config_text(url: str, state: Path, policy: Path, projects: list[str], *, interval: float = 0.2,
-                    extra: str = "", timeout: float = 2.0, attempts: int = 4, groups: tuple[str, ...] = ()) -> str:
+                    extra: str = "", timeout: float = 2.0, attempts: int = 4, groups: tuple[str, ...] = (),
+                    gitlab_extra: str = "") -> str:
     plist = ", ".join(f'"{p}"' for p in projects)
     glist = ", ".join(f'"{g}"' for g in groups)
     return f"""
@@ -190,6 +191,7 @@ request_timeout_seconds = {timeout}
 max_attempts = {attempts}
 max_wait_seconds = 0.2
 max_total_seconds = 10
+{gitlab_extra}
 [poll]
 projects = [{plist}]
 groups = [{glist}]
