@@ -235,3 +235,19 @@ def cycle_until(bot: Bot, predicate: Callable[[], bool], *, timeout: float = 20.
             return True
         time.sleep(pause)
     return predicate()
+
+
+def fail_five_jobs_in_two_projects(farm: Farm) -> None:
+    """``grp/a`` (an OOM at 128Mi, a DNS flake, a compile error) and ``grp/b`` (an OOM needing a medium
+    runner, a DNS flake): one pipeline each, run until all five jobs have failed.  ``farm`` must know the
+    scripts ``oom``, ``dns``, ``compile``, ``oom2`` and ``dns2``."""
+    farm.add_project("grp/a", {"oom": {"stage": "build", "tags": ["small"], "script": ["make"],
+                                       "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}},
+                               "dns": {"stage": "build", "tags": ["small"], "script": ["curl"]},
+                               "compile": {"stage": "build", "tags": ["small"], "script": ["make"]}})
+    farm.add_project("grp/b", {"oom2": {"stage": "build", "tags": ["medium"], "script": ["make"],
+                                        "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}},
+                               "dns2": {"stage": "build", "tags": ["small"], "script": ["curl"]}})
+    farm.standin.create_pipeline("grp/a")
+    farm.standin.create_pipeline("grp/b")
+    assert farm.standin.wait_for(lambda: sum(j.status == "failed" for j in farm.standin.jobs()) == 5)

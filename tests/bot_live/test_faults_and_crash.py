@@ -14,8 +14,8 @@ import pytest
 
 from retry_bot.gitlab.standin import Fault
 from retry_bot.state import open_store
-from tests.bot_live.farm import (ENV, ROOT, Farm, bot_config_text, compile_error, cycle_until, flaky_dns, make_bot,
-                                 needs_memory, POLICY)
+from tests.bot_live.farm import (ENV, ROOT, Farm, bot_config_text, compile_error, cycle_until,
+                                 fail_five_jobs_in_two_projects, flaky_dns, make_bot, needs_memory, POLICY)
 
 
 def _by_name(farm, project, name):
@@ -39,16 +39,7 @@ def test_with_20_percent_of_api_calls_failing_every_job_is_decided_exactly_once(
                  "oom2": needs_memory(700), "dns2": flaky_dns(1)})
     bot = None
     try:
-        farm.add_project("grp/a", {"oom": {"stage": "build", "tags": ["small"], "script": ["make"],
-                                           "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}},
-                                   "dns": {"stage": "build", "tags": ["small"], "script": ["curl"]},
-                                   "compile": {"stage": "build", "tags": ["small"], "script": ["make"]}})
-        farm.add_project("grp/b", {"oom2": {"stage": "build", "tags": ["medium"], "script": ["make"],
-                                            "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}},
-                                   "dns2": {"stage": "build", "tags": ["small"], "script": ["curl"]}})
-        farm.standin.create_pipeline("grp/a")
-        farm.standin.create_pipeline("grp/b")
-        assert farm.standin.wait_for(lambda: sum(j.status == "failed" for j in farm.standin.jobs()) == 5)
+        fail_five_jobs_in_two_projects(farm)
         f = farm.standin.faults
         f.reseed(int(os.environ.get("FARM_SEED", "4")))
         # after GitLab acted: the answer is lost, replaced by a 502, or arrives too late

@@ -15,7 +15,8 @@ import pytest
 from retry_bot.gitlab.client import GitLabClient, RetrySettings, WriteNotSent, WriteRejected
 from retry_bot.gitlab.pacing import RequestPacer
 from retry_bot.gitlab.standin import Fault
-from tests.bot_live.farm import Farm, compile_error, cycle_until, flaky_dns, make_bot, needs_memory
+from tests.bot_live.farm import (Farm, compile_error, cycle_until, fail_five_jobs_in_two_projects, flaky_dns,
+                                 make_bot, needs_memory)
 from tests.bot_live.scripted_http import Scripted
 
 
@@ -150,16 +151,7 @@ def test_30_percent_429s_on_every_call_every_job_decided_no_action_lost(tmp_path
                  "oom2": needs_memory(700), "dns2": flaky_dns(1)})
     bot = None
     try:
-        farm.add_project("grp/a", {"oom": {"stage": "build", "tags": ["small"], "script": ["make"],
-                                           "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}},
-                                   "dns": {"stage": "build", "tags": ["small"], "script": ["curl"]},
-                                   "compile": {"stage": "build", "tags": ["small"], "script": ["make"]}})
-        farm.add_project("grp/b", {"oom2": {"stage": "build", "tags": ["medium"], "script": ["make"],
-                                            "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}},
-                                   "dns2": {"stage": "build", "tags": ["small"], "script": ["curl"]}})
-        farm.standin.create_pipeline("grp/a")
-        farm.standin.create_pipeline("grp/b")
-        assert farm.standin.wait_for(lambda: sum(j.status == "failed" for j in farm.standin.jobs()) == 5)
+        fail_five_jobs_in_two_projects(farm)
         f = farm.standin.faults
         f.reseed(15)
         # Every write's first attempts are refused, as often as the client tries (3): before the fix
