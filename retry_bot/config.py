@@ -141,6 +141,26 @@ def _state_url_problem(url: str) -> str | None:
     return None
 
 
+def _read_secret(base: Path, env: Mapping[str, str], file: str, env_name: str) -> tuple[str | None, str, str | None]:
+    """A secret from ``file`` (relative to ``base``) or else the variable ``env_name``:
+    ``(secret or None, where it came from, problem or None)``; registered with the log redactor."""
+    secret: str | None = None
+    problem: str | None = None
+    if file:
+        path = _resolve(base, file)
+        source = f"file {path}"
+        try:
+            secret = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            problem = f"cannot read {path}: {exc.strerror or exc}"
+    elif env_name and env.get(env_name):
+        secret, source = env[env_name].strip(), f"environment variable {env_name}"
+    else:
+        source = f"environment variable {env_name} (unset)"
+    register_secret(secret)
+    return secret or None, source, problem
+
+
 def _resolve(base: Path, p: str) -> str:
     q = Path(os.path.expanduser(p))
     return str(q if q.is_absolute() else (base / q))
@@ -218,23 +238,11 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
         bad("gitlab.url", f"must start with http:// or https://, got {url!r}")
     if "token" in g:
         bad("gitlab.token", "never put the token in the file: use token_env or token_file")
-    token: str | None = None
-    token_source = ""
     token_env = get(g, "gitlab", "token_env", str, "RETRY_BOT_GITLAB_TOKEN")
     token_file = get(g, "gitlab", "token_file", str, "")
-    if token_file:
-        tf = _resolve(base, token_file)
-        try:
-            token = Path(tf).read_text(encoding="utf-8").strip()
-            token_source = f"file {tf}"
-        except OSError as exc:
-            bad("gitlab.token_file", f"cannot read {tf}: {exc.strerror or exc}")
-    elif token_env and env.get(token_env):
-        token = env[token_env].strip()
-        token_source = f"environment variable {token_env}"
-    else:
-        token_source = f"environment variable {token_env} (unset)"
-    register_secret(token)
+    token, token_source, problem = _read_secret(base, env, token_file, token_env)
+    if problem:
+        bad("gitlab.token_file", problem)
     gs = GitLabSettings(
         url=url.rstrip("/") if url else "",
         token=token or None,
@@ -341,24 +349,11 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
     if not wh_path.startswith("/") or wh_path in ("/metrics", "/healthz", "/v1/allocation", "/v1/usage"):
         bad("webhook.path", f"must be a URL path starting with / and not one of the bot's other endpoints, "
                             f"got {wh_path!r}")
-    wh_secret: str | None = None
-    wh_source = ""
     wh_env = get(wh, "webhook", "secret_env", str, "RETRY_BOT_WEBHOOK_SECRET")
     wh_file = get(wh, "webhook", "secret_file", str, "")
-    if wh_file:
-        wf = _resolve(base, wh_file)
-        try:
-            wh_secret = Path(wf).read_text(encoding="utf-8").strip()
-            wh_source = f"file {wf}"
-        except OSError as exc:
-            if wh_enabled:
-                bad("webhook.secret_file", f"cannot read {wf}: {exc.strerror or exc}")
-    elif wh_env and env.get(wh_env):
-        wh_secret = env[wh_env].strip()
-        wh_source = f"environment variable {wh_env}"
-    else:
-        wh_source = f"environment variable {wh_env} (unset)"
-    register_secret(wh_secret)
+    wh_secret, wh_source, problem = _read_secret(base, env, wh_file, wh_env)
+    if problem and wh_enabled:
+        bad("webhook.secret_file", problem)
     if wh_enabled and not wh_secret and require_secrets:
         bad("webhook.secret_env", f"webhooks are enabled but the secret is missing: set {wh_source.split(' (')[0]}"
                                   " (the Secret token of the GitLab webhook), or secret_file")
