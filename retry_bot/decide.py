@@ -188,8 +188,9 @@ class NextRead:
     """The next GitLab read the decision waits for (:func:`next_read`)."""
 
     read: Read
-    #: What :func:`decide` says while the read is not made: it acts, and only the read can stop it.
-    #: For :attr:`Read.DEFINITION`, the copy to build is this decision's.
+    #: The decision as far as the gates before this read go: it acts.  For
+    #: :attr:`Read.DEFINITION` (the last gate) it is what :func:`decide` says unless the
+    #: definition stops it: the copy to build is this decision's.
     would: Decision
 
 
@@ -205,15 +206,16 @@ def next_read(
     context: JobContext = JobContext(),
     now: datetime | None = None,
 ) -> NextRead | None:
-    """The first read not in ``context.read`` that :func:`decide`'s outcome depends on, or ``None``.
+    """The first read not in ``context.read`` that :func:`decide`'s outcome may depend on, or ``None``.
 
     Same arguments as :func:`decide`.  A read is asked for only when the decision
-    would act without it, and only by a gate that applies (a superseded check needs
-    ``skip_superseded`` and a ref; the branch head and the definition only matter for
-    a resize; the definition only when the job is re-created, not re-run in place).
+    acts as far as the gates before it go, and only by a gate that applies (a
+    superseded check needs ``skip_superseded`` and a ref; the branch head and the
+    definition only matter for a resize; the definition only when the job is
+    re-created, not re-run in place).  ``None``: no read can change the action.
     """
     decision, needs = _Decider(facts, classification, lineage, policy, class_usage, record,
-                               predicted_memory_bytes, context, now).run()
+                               predicted_memory_bytes, context, now).run(stop_at_unread=True)
     return None if needs is None else NextRead(needs, decision)
 
 
@@ -284,11 +286,14 @@ class _Decider:
 
     # ---------------------------------------------------------------- main flow
 
-    def run(self) -> tuple[Decision, Read | None]:
-        """The decision, and the read it waits for (``None``: final).
+    def run(self, *, stop_at_unread: bool = False) -> tuple[Decision, Read | None]:
+        """The decision, and (``stop_at_unread``) the read it waits for.
 
-        A gate whose input is not read yet does not block; when the decision would act
-        past it, that read is returned with the decision, for :func:`next_read`.
+        A gate whose input is not read yet does not block: :func:`decide` goes on with the
+        next gates.  With ``stop_at_unread`` (:func:`next_read`), the first such gate
+        reached while the decision still acts stops the walk: its read is returned with
+        the decision so far, so the reads are made in the gates' order, each only when
+        no gate before it stopped the action.
         """
         decision = self._core()
         if decision.action == Action.NONE:
@@ -299,7 +304,9 @@ class _Decider:
         for gate in gates:
             out = gate(decision)
             if isinstance(out, Read):
-                return decision, out
+                if stop_at_unread:
+                    return decision, out
+                continue
             if out is not None:
                 return out, None
         return decision, None
