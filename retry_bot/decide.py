@@ -51,7 +51,8 @@ from datetime import datetime, timezone
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable
 
-from retry_bot.model import Classification, Family, JobContext, JobFacts, LINEAGE_ACTIONS, LineageAttempt, Read
+from retry_bot.model import (LINEAGE_ACTIONS, ORIGIN, Classification, Family, JobContext, JobFacts, LineageAttempt,
+                             Read)
 from retry_bot.policy.model import (
     Action,
     BeyondTop,
@@ -263,7 +264,7 @@ class _Decider:
         pos = next((i for i, e in enumerate(entries) if e.job_id == facts.job_id), None)
         self.later = entries[pos + 1:] if pos is not None else []
         if pos is None:
-            entries.append(LineageAttempt(job_id=facts.job_id, action="origin" if not entries else "retry"))
+            entries.append(LineageAttempt(job_id=facts.job_id, action=ORIGIN if not entries else Action.RETRY.value))
             pos = len(entries) - 1
         self.entries = entries[: pos + 1]
         self.entry = self.entries[-1]
@@ -606,7 +607,7 @@ class _Decider:
         fams[-1] = self.family
         count = 0
         for j in range(1, len(self.entries)):
-            if self.entries[j].action == "origin":
+            if self.entries[j].action == ORIGIN:
                 continue
             prev = fams[j - 1]
             if prev is None or prev == self.family:

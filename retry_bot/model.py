@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any, Mapping
 
 __all__ = ["Family", "JobFacts", "Classification", "FAMILIES", "LineageAttempt", "JobContext", "Read",
-           "LINEAGE_ACTIONS"]
+           "LINEAGE_ACTIONS", "ORIGIN"]
 
 
 class Family(StrEnum):
@@ -98,10 +98,12 @@ class Classification:
                 "evidence": list(self.evidence)[:10], "confidence": self.confidence}
 
 
+#: The lineage action of the job every other job of its lineage was re-created from.
+ORIGIN = "origin"
 #: How a job of a lineage came to be: the origin, a plain GitLab retry, or a re-creation with new variables
 #: (``resize``; a re-run in place with GraphQL ``jobRetry(variables:)`` counts as one too).  The last two
 #: are the values of :class:`retry_bot.policy.model.Action`'s ``RETRY`` and ``RESIZE``.
-LINEAGE_ACTIONS: tuple[str, ...] = ("origin", "retry", "resize")
+LINEAGE_ACTIONS: tuple[str, ...] = (ORIGIN, "retry", "resize")
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ class LineageAttempt:
 
     job_id: int
     #: ``origin``, ``retry`` (plain GitLab retry) or ``resize`` (re-created with new variables).
-    action: str = "origin"
+    action: str = ORIGIN
     family: str | None = None
     category: str | None = None
     memory_limit_bytes: int | None = None
