@@ -28,7 +28,7 @@ from retry_bot.model import JobContext, Read
 from tests.bot_policy.helpers import LADDER, attempt, facts, policy, verdict
 from tests.bot_policy.strategies import SHA, scenarios
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: What each read could have said, at its most blocking.
 BLOCKING = {Read.SUPERSEDED: {"superseded_by": 10**6}, Read.BRANCH_HEAD: {"branch_head": "f" * 40},
             Read.DEFINITION: {"definition_error": "the definition could not be read"}}
