@@ -68,15 +68,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, Callable, Mapping
 
 from retry_bot.gitlab.client import (AmbiguousWrite, GitLabApiError, GitLabClient, GraphQLSchemaError, WriteNotSent,
                                      WriteRejected, parse_time)
+from retry_bot.policy.model import Action
 from retry_bot.state import ActionIntent, LeadershipLost, StateError
 from runner_wrapper.logconfig import get_logger
 
-__all__ = ["ActionRequest", "ActionRunner", "ActionSettings", "Outcome", "TEMPLATE_BRIDGE", "PIPELINES_SCOPE",
-           "pipeline_creation_hint"]
+__all__ = ["ActionRequest", "ActionRunner", "ActionSettings", "Outcome", "RequestKind", "TEMPLATE_BRIDGE",
+           "PIPELINES_SCOPE", "pipeline_creation_hint"]
 
 log = get_logger("retry_bot.actions")
 
@@ -128,11 +130,28 @@ class ActionSettings:
     refused_backoff_max_seconds: float = 600.0
 
 
+class RequestKind(StrEnum):
+    """How a decision's :class:`~retry_bot.policy.model.Action` is carried out on GitLab (see above).
+
+    ``Action.RETRY`` is a ``retry``; ``Action.RESIZE`` is a ``job_retry`` when the job
+    can be re-run in place (:func:`retry_bot.decide.resize_in_place`), else a ``resize``.
+    """
+
+    RETRY = Action.RETRY.value
+    JOB_RETRY = "job_retry"
+    RESIZE = Action.RESIZE.value
+
+    @property
+    def action(self) -> Action:
+        """The decision's action it carries out (what the new job's lineage entry says it was)."""
+        return Action.RETRY if self is RequestKind.RETRY else Action.RESIZE
+
+
 @dataclass(frozen=True)
 class ActionRequest:
     """Everything needed to carry one decision out; stored as the intent's payload."""
 
-    kind: str  # retry | job_retry | resize
+    kind: RequestKind
     project_id: int
     project_path: str
     job_id: int
@@ -150,6 +169,10 @@ class ActionRequest:
     not_before: float = 0.0
     #: For ``resize``: the compact child configuration and the pipeline variables.
     pipeline_variables: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, RequestKind) and self.kind in tuple(RequestKind):
+            object.__setattr__(self, "kind", RequestKind(self.kind))  # a stored payload's string
 
     @property
     def key(self) -> str:
@@ -245,11 +268,9 @@ class ActionRunner:
             return Outcome(req.key, "waiting", f"inherited from {intent.holder!r} (term {intent.term}): observing "
                                                f"GitLab in {inherited:.1f}s, once its lease ran out")
         try:
-            if req.kind == "retry":
-                res = self._single(intent, req, "retry")
-            elif req.kind == "job_retry":
-                res = self._single(intent, req, "job_retry")
-            elif req.kind == "resize":
+            if req.kind in (RequestKind.RETRY, RequestKind.JOB_RETRY):
+                res = self._single(intent, req, req.kind)
+            elif req.kind == RequestKind.RESIZE:
                 res = self._resize(intent, req)
             else:
                 self.store.fail_action(intent.intent_id, f"unknown action kind {req.kind!r}", False)
@@ -297,7 +318,7 @@ class ActionRunner:
         self._deferred.pop(req.key, None)
         self._unsent.discard(intent.idempotency_key)
 
-    def _single(self, intent: ActionIntent, req: ActionRequest, kind: str) -> Outcome:
+    def _single(self, intent: ActionIntent, req: ActionRequest, kind: RequestKind) -> Outcome:
         fresh = intent.created and intent.attempts == 1 and intent.idempotency_key not in self._sent
         if not fresh:
             found = self._observe_retried(req)
@@ -308,7 +329,7 @@ class ActionRunner:
         self.store.ensure_leader()  # renews the lease, or LeadershipLost: a deposed replica writes nothing
         self._sending(intent, fresh)
         try:
-            if kind == "retry":
+            if kind == RequestKind.RETRY:
                 new = self.client.retry_job(req.project_id, req.job_id)
                 new_id = int(new["id"])
             else:
@@ -343,7 +364,7 @@ class ActionRunner:
         result = {"new_job_id": new_job_id, "observed": observed, **(extra or {})}
         self.store.complete_action(intent.intent_id, result)
         self.store.add_lineage_member(
-            req.origin_job_id, new_job_id, "retry" if req.kind == "retry" else "resize", dict(req.variables),
+            req.origin_job_id, new_job_id, req.kind.action.value, dict(req.variables),
             req.runner_class, memory_limit_bytes=req.memory_limit_bytes, status="pending")
         log.info("action_done", key=req.key, action=req.kind, job_url=req.web_url, job_id=req.job_id,
                  new_job_id=new_job_id, observed=observed, family=req.family, category=req.category,

@@ -1,15 +1,18 @@
 """The decision: from what is known about a failed job to what the bot does with it.
 
-:func:`decide` is a pure, deterministic function of its arguments: the job's
-facts, the classifier's verdict, the job's lineage, the policy, and how many
-jobs currently run in each expensive runner class.  It never reads the clock
-(pass ``now``), GitLab or the state store; the poller does that and acts on
-the :class:`Decision`.
+:func:`decide` is the only place that decides.  It is a pure, deterministic
+function of its arguments: the job's facts, the classifier's verdict, the job's
+lineage, the policy, how many jobs currently run in each expensive runner
+class, and the job's context (:class:`~retry_bot.model.JobContext`: already
+retried, superseded, the branch head, whether its definition can be re-created).
+It never reads the clock (pass ``now``), GitLab or the state store; the poller
+does that and acts on the :class:`Decision`.
 
 The gates, in order (the first that applies decides ``none``):
 
 1. the job was already re-created (a later attempt exists in its lineage);
-2. ``skip_superseded`` and a newer pipeline on the same ref superseded it;
+2. ``skip_superseded`` and a newer pipeline on the same ref superseded it
+   (``context.superseded_by``);
 3. ``skip_allow_failure`` and the job may fail;
 4. it finished longer ago than ``max_job_age``;
 5. the rule in force (family, then category, then overrides) says ``none``;
@@ -20,6 +23,25 @@ The gates, in order (the first that applies decides ``none``):
 8. the runner class the job would run on has reached a concurrency cap for the
    job's user or project.  The decision is then ``none`` (not deferred: the bot
    decides each job exactly once, and a cap is never exceeded).
+
+A decision that would act then passes the context's gates, in this order:
+
+9. the job was already retried in GitLab (``context.retried``: the ``retry:``
+   keyword or a person);
+10. (the superseded check of gate 2, when the poller has not read it yet);
+11. for a resize: the job ran in a merge-request pipeline, whose ref
+    ``POST /projects/:id/pipeline`` cannot target;
+12. for a resize with ``skip_superseded``: the branch moved on from the job's
+    commit (``context.branch_head``), unless the job is a bot-made manual copy
+    re-run in place;
+13. for a resize that re-creates the job: its definition cannot be read or
+    copied (``context.definition_error``).
+
+Gates 10, 12 and 13 need GitLab reads (:class:`~retry_bot.model.Read`).  The
+poller makes them lazily, exactly when the outcome depends on them:
+:func:`next_read` names the next read the decision waits for (the same rules,
+run with what is known so far), the poller makes it and asks again, then calls
+:func:`decide` once.  An input not read (or whose read failed) does not block.
 """
 
 from __future__ import annotations
@@ -27,9 +49,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Callable
 
-from retry_bot.model import Classification, Family, JobFacts
+from retry_bot.model import (LINEAGE_ACTIONS, ORIGIN, Classification, Family, JobContext, JobFacts, LineageAttempt,
+                             Read)
 from retry_bot.policy.model import (
     Action,
     BeyondTop,
@@ -49,39 +72,14 @@ from retry_bot.policy.resize import (
 from runner_wrapper.quantity import QuantityError, format_cpu, human_bytes, parse_cpu, parse_memory
 from runner_wrapper.record import UsageRecord
 
-__all__ = ["Action", "LineageAttempt", "ClassUsage", "Decision", "decide", "LINEAGE_ACTIONS"]
+__all__ = ["Action", "LineageAttempt", "ClassUsage", "Decision", "decide", "next_read", "NextRead",
+           "resize_in_place", "JobContext", "Read", "LINEAGE_ACTIONS", "MR_SOURCES"]
 
-#: How a job of a lineage came to be.
-LINEAGE_ACTIONS = ("origin", "retry", "resize")
 #: The taxonomy's category for a Kubernetes helper container killed by SIGKILL (see its
 #: helper-killed-fetching rule): its resize sets the policy's helper variables.
 HELPER_OOM = "helper_oom"
-
-
-@dataclass(frozen=True)
-class LineageAttempt:
-    """One job of a lineage, oldest first: the origin, then each job the bot created.
-
-    ``family`` / ``category`` are the classification of *this* job's failure
-    (``None`` while unknown; an unknown family counts against every family's
-    budget, to stay on the safe side).  Memory and CPU are what was in force
-    for it; ``memory_peak_bytes`` is the peak observed by the runner wrapper
-    (from a verified usage record), never an estimate.
-    """
-
-    job_id: int
-    action: str = "origin"
-    family: str | None = None
-    category: str | None = None
-    memory_limit_bytes: int | None = None
-    memory_request_bytes: int | None = None
-    memory_peak_bytes: int | None = None
-    cpu_limit_cores: float | None = None
-    runner_class: str | None = None
-    #: ISO-8601 time the job finished (GitLab's ``finished_at``).
-    finished_at: str | None = None
-    #: Job timeout in force (seconds), when the bot set or knows it.
-    timeout_seconds: float | None = None
+#: Pipeline sources of merge-request pipelines (their ref cannot be given to POST /pipeline).
+MR_SOURCES = ("merge_request_event", "external_pull_request_event")
 
 
 @dataclass(frozen=True)
@@ -165,37 +163,94 @@ def decide(
     policy: Policy,
     class_usage: ClassUsage,
     *,
-    record: UsageRecord | Mapping[str, Any] | None = None,
+    record: UsageRecord | None = None,
     predicted_memory_bytes: int | None = None,
-    superseded: bool = False,
+    context: JobContext = JobContext(),
     now: datetime | None = None,
 ) -> Decision:
     """Decide what to do with the failed job ``facts``.
 
     ``lineage`` lists the jobs of the job's lineage, origin first; the failed
     job is normally its last entry (it is appended when absent).  ``record`` is
-    the job's *verified* usage record (a ``UsageRecord`` or its ``to_dict()``
-    form), ignored when it belongs to another job.  ``predicted_memory_bytes`` is the
-    predictor's figure for the job: a resize takes the larger of it and the
-    bump rule, then the caps.  ``now`` enables ``max_job_age`` and subtracts
-    the time already waited from the backoff.
+    the job's *verified* usage record, ignored when it belongs to another job
+    (a dict from a file or the store is converted at the edge with
+    ``UsageRecord.from_dict``).  ``predicted_memory_bytes`` is the predictor's
+    figure for the job: a resize takes the larger of it and the bump rule, then
+    the caps.  ``context`` holds the gates' inputs (see the module docstring).
+    ``now`` enables ``max_job_age`` and subtracts the time already waited from
+    the backoff.
     """
     return _Decider(facts, classification, lineage, policy, class_usage, record,
-                    predicted_memory_bytes, superseded, now).run()
+                    predicted_memory_bytes, context, now).run()[0]
+
+
+@dataclass(frozen=True)
+class NextRead:
+    """The next GitLab read the decision waits for (:func:`next_read`)."""
+
+    read: Read
+    #: The decision as far as the gates before this read go: it acts.  For
+    #: :attr:`Read.DEFINITION` (the last gate) it is what :func:`decide` says unless the
+    #: definition stops it: the copy to build is this decision's.
+    would: Decision
+
+
+def next_read(
+    facts: JobFacts,
+    classification: Classification,
+    lineage: Sequence[LineageAttempt],
+    policy: Policy,
+    class_usage: ClassUsage,
+    *,
+    record: UsageRecord | None = None,
+    predicted_memory_bytes: int | None = None,
+    context: JobContext = JobContext(),
+    now: datetime | None = None,
+) -> NextRead | None:
+    """The first read not in ``context.read`` that :func:`decide`'s outcome may depend on, or ``None``.
+
+    Same arguments as :func:`decide`.  A read is asked for only when the decision
+    acts as far as the gates before it go, and only by a gate that applies (a
+    superseded check needs ``skip_superseded`` and a ref; the branch head and the
+    definition only matter for a resize; the definition only when the job is
+    re-created, not re-run in place).  ``None``: no read can change the action.
+    """
+    decision, needs = _Decider(facts, classification, lineage, policy, class_usage, record,
+                               predicted_memory_bytes, context, now).run(stop_at_unread=True)
+    return None if needs is None else NextRead(needs, decision)
+
+
+def resize_in_place(decision: Decision, facts: JobFacts, lineage: Sequence[LineageAttempt],
+                    context: JobContext) -> bool:
+    """A resize GitLab can carry out on the failed job itself: GraphQL ``jobRetry(variables:)``.
+
+    A manual job that already ran -- a bot-created copy, or a job that is itself
+    ``when: manual`` -- is retried in place with new variables: they apply to manual
+    (``action?``) jobs, a failed one included, and the new job starts at once
+    (G CloneJobService#add_job_variables_attributes!; mechanics §11.2).  No child
+    pipeline, so no definition.  Tags cannot change this way, nor ``timeout:``: a
+    class change (to other tags) or a timeout resize re-creates the job instead.
+    """
+    if decision.action != Action.RESIZE or not (context.manual_job and context.job_retry_supported):
+        return False
+    prev = next((a for a in lineage if a.job_id == facts.job_id), None)
+    same_class = (prev is None or decision.runner_class in (None, prev.runner_class)
+                  or sorted(decision.tags) == sorted(str(t) for t in facts.tags))
+    return decision.timeout_seconds is None and same_class
 
 
 class _Decider:
     """One decision's working state; every method is pure over it."""
 
     def __init__(self, facts: JobFacts, classification: Classification, lineage: Sequence[LineageAttempt],
-                 policy: Policy, usage: ClassUsage, record: Any | None, predicted: int | None,
-                 superseded: bool, now: datetime | None):
+                 policy: Policy, usage: ClassUsage, record: UsageRecord | None, predicted: int | None,
+                 context: JobContext, now: datetime | None):
         self.facts = facts
         self.policy = policy
         self.usage = usage
-        self.record = record if _record_job_id(record) in (facts.job_id, None) and record is not None else None
+        self.record = record if record is not None and _record_job_id(record) in (facts.job_id, None) else None
         self.predicted = predicted_memory_bytes_ok(predicted)
-        self.superseded = superseded
+        self.context = context
         self.now = now
         self.family = str(getattr(classification.family, "value", classification.family))
         self.category = classification.category or self.family
@@ -204,11 +259,12 @@ class _Decider:
             ref=facts.ref, pipeline_source=facts.pipeline_source)
         self.rule = self.resolved.rule
         # Position of the failed job in its lineage.
+        self.lineage = list(lineage)
         entries = list(lineage)
         pos = next((i for i, e in enumerate(entries) if e.job_id == facts.job_id), None)
         self.later = entries[pos + 1:] if pos is not None else []
         if pos is None:
-            entries.append(LineageAttempt(job_id=facts.job_id, action="origin" if not entries else "retry"))
+            entries.append(LineageAttempt(job_id=facts.job_id, action=ORIGIN if not entries else Action.RETRY.value))
             pos = len(entries) - 1
         self.entries = entries[: pos + 1]
         self.entry = self.entries[-1]
@@ -231,13 +287,39 @@ class _Decider:
 
     # ---------------------------------------------------------------- main flow
 
-    def run(self) -> Decision:
+    def run(self, *, stop_at_unread: bool = False) -> tuple[Decision, Read | None]:
+        """The decision, and (``stop_at_unread``) the read it waits for.
+
+        A gate whose input is not read yet does not block: :func:`decide` goes on with the
+        next gates.  With ``stop_at_unread`` (:func:`next_read`), the first such gate
+        reached while the decision still acts stops the walk: its read is returned with
+        the decision so far, so the reads are made in the gates' order, each only when
+        no gate before it stopped the action.
+        """
+        decision = self._core()
+        if decision.action == Action.NONE:
+            return decision, None
+        gates: tuple[Callable[[Decision], Decision | Read | None], ...] = (
+            self._gate_retried, self._gate_superseded, self._gate_merge_request, self._gate_branch_moved,
+            self._gate_definition)
+        for gate in gates:
+            out = gate(decision)
+            if isinstance(out, Read):
+                if stop_at_unread:
+                    return decision, out
+                continue
+            if out is not None:
+                return out, None
+        return decision, None
+
+    def _core(self) -> Decision:
+        """Gates 1-8 and the action itself."""
         f, p = self.facts, self.policy
         what = self._what()
         if self.later:
             return self.none(f"{what}: already re-created as job {self.later[0].job_id} "
                              f"({self.later[0].action}); nothing more to do for job {f.job_id}", "lineage")
-        if self.superseded and p.skip_superseded:
+        if self.context.superseded_by is not None and p.skip_superseded:
             return self.none(f"{what}: a newer pipeline on {f.ref or 'the same ref'} superseded pipeline "
                              f"{f.pipeline_id}; not re-running outdated work", "skip_superseded")
         if f.allow_failure and p.skip_allow_failure:
@@ -266,6 +348,68 @@ class _Decider:
         if self.family == Family.TIMEOUT.value:
             return self._resize_timeout(what)
         return self._resize_memory(what)
+
+    # ---------------------------------------------------------------- the context's gates (9-13)
+
+    def _unread(self, read: Read) -> bool:
+        return read not in self.context.read
+
+    def _gate_retried(self, d: Decision) -> Decision | None:
+        if not self.context.retried:
+            return None
+        return self.none(f"job {self.facts.job_id} was already retried in GitLab (retry: keyword or a person)",
+                         "already_retried")
+
+    def _gate_superseded(self, d: Decision) -> Read | None:
+        """Gate 2's input, read only now that the decision would act (a read per ref and cycle)."""
+        f = self.facts
+        if self.policy.skip_superseded and f.ref and f.pipeline_id and self._unread(Read.SUPERSEDED):
+            return Read.SUPERSEDED
+        return None  # read: gate 2 already applied it
+
+    def _gate_merge_request(self, d: Decision) -> Decision | None:
+        f = self.facts
+        ref = f.ref or ""
+        source = f.pipeline_source
+        if d.action != Action.RESIZE or not (ref.startswith("refs/merge-requests/") or source in MR_SOURCES):
+            return None
+        return self.none(f"{d.reason}; but job {f.job_id} ran in a merge-request pipeline (ref {ref or '?'}, "
+                         f"source {source}), and GitLab cannot create a pipeline on a merge request's ref "
+                         "through POST /projects/:id/pipeline: re-run it from the merge request (or push) with "
+                         "the larger limits", "merge_request_pipeline")
+
+    def _gate_branch_moved(self, d: Decision) -> Decision | Read | None:
+        """A resize creates a pipeline on the job's ref: it must still build the failed commit.
+
+        When the branch head is no longer the job's commit (a ``[skip ci]`` push, a
+        pipeline not created yet: not caught by the newer-pipeline check), the copy would
+        build another commit: with ``skip_superseded``, ``none``; without it, the resize
+        goes on and the copy carries ``RETRY_BOT_ORIGIN_SHA`` (a project can check it out).
+        A bot-made copy is retried in place (jobRetry), at its own commit.
+        """
+        f = self.facts
+        if d.action != Action.RESIZE or not f.sha or not f.ref or not self.policy.skip_superseded:
+            return None
+        if self.entries[0].job_id != f.job_id and self.context.manual_job:
+            return None
+        if self._unread(Read.BRANCH_HEAD):
+            return Read.BRANCH_HEAD
+        head = self.context.branch_head
+        if not head or head == f.sha:
+            return None
+        return self.none(f"{d.reason}; but branch {f.ref} moved on from {f.sha[:12]} to {head[:12]} since the "
+                         f"job ran, and a re-created job would build {head[:12]}, not the failed commit "
+                         "(skip_superseded)", "skip_superseded")
+
+    def _gate_definition(self, d: Decision) -> Decision | Read | None:
+        if d.action != Action.RESIZE or resize_in_place(d, self.facts, self.lineage, self.context):
+            return None
+        if self._unread(Read.DEFINITION):
+            return Read.DEFINITION
+        if self.context.definition_error is None:
+            return None
+        return self.none(f"{d.reason}; but the job cannot be re-created: {self.context.definition_error}",
+                         "job_definition")
 
     # ---------------------------------------------------------------- actions
 
@@ -463,7 +607,7 @@ class _Decider:
         fams[-1] = self.family
         count = 0
         for j in range(1, len(self.entries)):
-            if self.entries[j].action == "origin":
+            if self.entries[j].action == ORIGIN:
                 continue
             prev = fams[j - 1]
             if prev is None or prev == self.family:
@@ -622,19 +766,15 @@ def _positive(value: Any) -> Any:
     return value
 
 
-def _record_job_id(record: Any) -> int | None:
-    job = record.get("job") if isinstance(record, Mapping) else getattr(record, "job", None)
-    return job.get("id") if isinstance(job, Mapping) else getattr(job, "id", None)
+def _record_job_id(record: UsageRecord) -> int | None:
+    return record.job.id
 
 
-def _get(obj: Any, part: str, name: str) -> Any:
-    """``obj.part.name`` for a UsageRecord (or ``obj[part][name]`` for its dict form)."""
-    if obj is None:
+def _get(record: UsageRecord | None, part: str, name: str) -> Any:
+    """``record.part.name`` when it is a positive number, else ``None``."""
+    if record is None:
         return None
-    sub = obj.get(part) if isinstance(obj, Mapping) else getattr(obj, part, None)
-    if sub is None:
-        return None
-    v = sub.get(name) if isinstance(sub, Mapping) else getattr(sub, name, None)
+    v = getattr(getattr(record, part), name)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
         return None
     return v

@@ -11,7 +11,9 @@ For every watched project (configured, or every project of configured groups):
 2. skip what the state store already decided (de-duplication by job id);
 3. for each new failed job (oldest first): GraphQL for what REST lacks
    (``exitCode``, ``retried``, ``manualJob``), the trace tail (bounded), the
-   signed usage record in it; classify; build the lineage; decide; record.
+   signed usage record in it; classify; read the lineage; gather the job's
+   context (the reads :func:`~retry_bot.decide.next_read` asks for: newer
+   pipelines, the branch head, the job's definition); decide once; record.
 4. carry the decision out through :class:`~retry_bot.actions.ActionRunner`
    (intent first, exactly once), or only log it in dry-run mode.
 
@@ -32,18 +34,18 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
 
-from retry_bot.actions import ActionRequest, ActionRunner, Outcome
+from retry_bot.actions import ActionRequest, ActionRunner, Outcome, RequestKind
 from retry_bot.classify import classify, extract_verified_record, facts_from_job_json
-from retry_bot.decide import ClassUsage, Decision, LineageAttempt, decide
+from retry_bot.decide import ClassUsage, Decision, NextRead, decide, next_read, resize_in_place
 from retry_bot.gitlab.client import GitLabApiError, GitLabClient, GraphQLSchemaError, NotFound, parse_time
 from retry_bot.gitlab.jobdef import (GeneratedPipelineSource, JobDefinition, JobDefinitionError,
                                      fetch_job_definition)
 from retry_bot.gitlab.recreate import ChildPipelineSpec, build_child_config, parse_gitlab_duration, pipeline_variables
-from retry_bot.model import Classification, JobFacts
+from retry_bot.model import Classification, JobContext, JobFacts, LineageAttempt, Read
+from retry_bot.policy.model import Action
 from retry_bot.state import ActionIntent, LeadershipLost
 from retry_bot.storm import HELD_SCOPE, STORM_SCOPE, StormState, release_times
 from runner_wrapper.logconfig import get_logger
-from runner_wrapper.quantity import QuantityError, parse_memory
 
 __all__ = ["Poller", "PollerSettings", "CycleReport", "JobOutcome", "WATCH_SCOPE", "dry_run_scope", "share_budget"]
 
@@ -51,8 +53,6 @@ log = get_logger("retry_bot.poller")
 
 #: Watermark scope holding the jobs the bot created and still follows.
 WATCH_SCOPE = "retry-bot:watch"
-#: Pipeline sources of merge-request pipelines (their ref cannot be given to POST /pipeline).
-MR_SOURCES = ("merge_request_event", "external_pull_request_event")
 #: Dry-run decisions kept per job.
 DRY_RUN_KEEP = 5
 
@@ -382,18 +382,6 @@ class Poller:
 
     # ------------------------------------------------------------------ one job
 
-    def _facts(self, proj: _Project, job: Mapping[str, Any], details: Mapping[str, Any]) -> JobFacts:
-        data = dict(job)
-        data.setdefault("project", {"id": proj.id, "path_with_namespace": proj.path})
-        if isinstance(data.get("project"), Mapping) and not data["project"].get("path_with_namespace"):
-            data["project"] = {**data["project"], "path_with_namespace": proj.path}
-        facts = facts_from_job_json(data)
-        exit_code = details.get("exitCode")
-        pipe = details.get("pipeline") or {}
-        return replace(facts, project_id=proj.id, project_path=proj.path,
-                       exit_code=int(exit_code) if isinstance(exit_code, int) else facts.exit_code,
-                       pipeline_source=facts.pipeline_source or pipe.get("source"))
-
     def handle_job(self, proj: _Project, job: Mapping[str, Any],
                    reads: Mapping[str, Any] | None = None) -> JobOutcome | None:
         """Classify, decide and act on one failed job (exactly once).
@@ -431,7 +419,7 @@ class Poller:
                      reason="a manual job of the same name has a re-creation still in flight")
             return None
         tail = read("tail", lambda: self.client.trace_tail(proj.id, jid, self.settings.trace_tail_bytes))
-        facts = self._facts(proj, job, details)
+        facts = facts_from_job_json(job, details, project_id=proj.id, project_path=proj.path)
         # bound to this job: a replayed marker of another job is rejected, never trusted (docs/usage-record.md)
         record, rejected = extract_verified_record(tail, self.keys, job_id=jid, project_id=facts.project_id or None)
         if rejected:
@@ -444,7 +432,7 @@ class Poller:
         if record is not None and record.job.variables:
             facts = replace(facts, variables={**record.job.variables, **facts.variables})
         classification = classify(facts, tail, self.taxonomy, record)
-        must_decide = self.store.mark_job_seen(jid, proj.id, _facts_dict(facts), _cls_dict(classification))
+        must_decide = self.store.mark_job_seen(jid, proj.id, facts.to_dict(), classification.to_dict())
         if not must_decide:
             return None
         if self.metrics is not None:
@@ -454,9 +442,12 @@ class Poller:
             self.store.update_lineage_member(jid, memory_peak_bytes=record.usage.memory_peak_bytes,
                                              status=facts.status)
         policy = self.policy()
-        defn = None
         family = classification.family.value
-        if (family == "timeout" or record is None and family == "oom") and self.store.origin_of(jid) == jid:
+        lineage = self._lineage(jid, facts, classification)
+        defn: JobDefinition | None = None
+        context = JobContext(retried=bool(details.get("retried")), manual_job=bool(details.get("manualJob")),
+                             job_retry_supported=bool(details.get("manualJob")) and self.client.features().job_retry)
+        if (family == "timeout" or record is None and family == "oom") and lineage[0].job_id == jid:
             # No usage record (e.g. the Kubernetes executor): the limits in force are the
             # job's YAML variables, which the definition (needed to re-create it anyway) has;
             # for a timeout, its ``timeout:`` is the time limit in force.
@@ -464,10 +455,11 @@ class Poller:
                 defn = self._definition(proj, job, facts)
                 yaml_vars = {k: str(v) for k, v in defn.variables.items() if not isinstance(v, Mapping)}
                 facts = replace(facts, variables={**yaml_vars, **facts.variables})
+                lineage = _with_origin_timeout(lineage, parse_gitlab_duration(defn.body.get("timeout")))
             except (JobDefinitionError, ValueError, NotFound) as exc:
                 log.info("job_definition_unavailable", job_url=facts.web_url, reason=str(exc))
-        lineage = self._lineage(jid, facts, classification, record,
-                                origin_timeout=parse_gitlab_duration(defn.body.get("timeout")) if defn else None)
+                # decided by the definition gate, if the decision comes to need the definition
+                context = replace(context, definition_error=str(exc), read=context.read | {Read.DEFINITION})
         predicted = None
         if self.predictor is not None:
             try:
@@ -476,28 +468,16 @@ class Poller:
                 log.warning("prediction_failed", job_url=facts.web_url, error=str(exc))
         now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
         usage = self._class_usage()
-        decision = decide(facts, classification, lineage, policy, usage, record=record,
-                          predicted_memory_bytes=predicted, now=now)
-        if decision.action.value != "none" and details.get("retried"):
-            decision = replace(decision, action=type(decision.action)("none"),
-                               reason=f"job {jid} was already retried in GitLab (retry: keyword or a person)",
-                               rule="already_retried")
-        if decision.action.value != "none" and policy.skip_superseded and self._superseded(proj, facts):
-            decision = decide(facts, classification, lineage, policy, usage, record=record,
-                              predicted_memory_bytes=predicted, superseded=True, now=now)
-        if decision.action.value == "resize":
-            decision = self._check_recreatable(proj, facts, decision, policy, details)
+        inputs = dict(record=record, predicted_memory_bytes=predicted, now=now)
+        # The reads the decision depends on, each made only when it does (decide() is the one decider).
+        while (need := next_read(facts, classification, lineage, policy, usage, context=context, **inputs)):
+            context, defn = self._read_context(need, proj, job, facts, lineage, context, defn)
+        decision = decide(facts, classification, lineage, policy, usage, context=context, **inputs)
         dry = self.settings.dry_run or decision.dry_run
         acted = ""
         req = None
-        if decision.action.value != "none":
-            try:
-                req = self._request(proj, job, facts, classification, decision, lineage, details, defn)
-            except (JobDefinitionError, ValueError, NotFound) as exc:
-                decision = replace(decision, action=type(decision.action)("none"),
-                                   reason=f"{decision.reason}; but the job cannot be re-created: {exc}",
-                                   rule="job_definition")
-                req = None
+        if decision.action != Action.NONE:
+            req = self._request(proj, facts, classification, decision, lineage, context, defn)
         intent = None
         gate = None
         if req is not None and not dry:
@@ -703,7 +683,7 @@ class Poller:
         """An open resize intent re-creates a job of this name in this project."""
         for intent in self.store.open_intents():
             payload = intent.payload or {}
-            if payload.get("kind") == "resize" and payload.get("project_id") == project_id \
+            if payload.get("kind") == RequestKind.RESIZE and payload.get("project_id") == project_id \
                     and payload.get("job_name") == job.get("name") and payload.get("job_id") != int(job["id"]):
                 return True
         return False
@@ -721,91 +701,16 @@ class Poller:
         entries.append({"at": self.clock(), **dict(decision)})
         self.store.set_watermark(scope, {"job_id": jid, "decisions": entries})
 
-    def _check_recreatable(self, proj: _Project, facts: JobFacts, decision: Decision, policy: Any,
-                           details: Mapping[str, Any]) -> Decision:
-        """A resize creates a pipeline on the job's ref: it must still build the failed commit.
+    def _lineage(self, jid: int, facts: JobFacts, cls: Classification) -> list[LineageAttempt]:
+        """The job's lineage for :func:`decide`, as the store keeps it (one read).
 
-        * merge-request pipelines (``refs/merge-requests/N/head``, source
-          ``merge_request_event``) cannot be targeted by ``POST /projects/:id/pipeline``:
-          ``none``;
-        * when the branch head is no longer the job's commit (a ``[skip ci]`` push, a
-          pipeline not created yet: not caught by the newer-pipeline check), the copy would
-          build another commit: with ``skip_superseded``, ``none``; without it, the resize
-          goes on and the copy carries ``RETRY_BOT_ORIGIN_SHA`` (a project can check it out).
+        The failed job's own entry takes this classification and ``finished_at`` (the
+        store keeps the first ones it saw).  Its memory limit and peak in force come to
+        decide() from the usage record itself.
         """
-        none = type(decision.action)("none")
-        ref = facts.ref or ""
-        source = facts.pipeline_source or (details.get("pipeline") or {}).get("source")
-        if ref.startswith("refs/merge-requests/") or source in MR_SOURCES:
-            return replace(decision, action=none, rule="merge_request_pipeline", variables={},
-                           reason=f"{decision.reason}; but job {facts.job_id} ran in a merge-request pipeline "
-                                  f"(ref {ref or '?'}, source {source}), and GitLab cannot create a pipeline on "
-                                  "a merge request's ref through POST /projects/:id/pipeline: re-run it from the "
-                                  "merge request (or push) with the larger limits")
-        if not facts.sha or not ref or not policy.skip_superseded:
-            return decision
-        if self.store.origin_of(facts.job_id) != facts.job_id and details.get("manualJob"):
-            return decision  # a bot-made copy is retried in place (jobRetry), at its own commit
-        try:
-            head = self.client.branch_head(proj.id, ref)
-        except GitLabApiError as exc:
-            log.warning("branch_head_unknown", job_url=facts.web_url, ref=ref, error=str(exc),
-                        note="re-creating anyway; the copy carries RETRY_BOT_ORIGIN_SHA")
-            return decision
-        if head and head != facts.sha:
-            return replace(decision, action=none, rule="skip_superseded", variables={},
-                           reason=f"{decision.reason}; but branch {ref} moved on from {facts.sha[:12]} to "
-                                  f"{head[:12]} since the job ran, and a re-created job would build "
-                                  f"{head[:12]}, not the failed commit (skip_superseded)")
-        return decision
-
-    def _lineage(self, jid: int, facts: JobFacts, cls: Classification, record: Any, *,
-                 origin_timeout: float | None = None) -> list[LineageAttempt]:
-        """The job's lineage for :func:`decide`.
-
-        The timeout in force of each attempt: the origin's from its definition's
-        ``timeout:`` (when it was read), each re-created job's from the decision that
-        created it (``timeout_seconds``, set by a timeout resize), else its predecessor's.
-        """
-        lin = self.store.lineage_for(jid)
-        out: list[LineageAttempt] = []
-        timeout = origin_timeout
-        for m in lin.attempts:
-            if out:
-                prev = self.store.get_job(out[-1].job_id)
-                t = ((prev.decision or {}).get("timeout_seconds") if prev is not None else None)
-                if isinstance(t, (int, float)) and t > 0:
-                    timeout = float(t)
-            fam = cat = None
-            finished = None
-            if m.job_id == jid:
-                fam, cat = cls.family.value, cls.category
-                finished = facts.finished_at
-            else:
-                rec = self.store.get_job(m.job_id)
-                if rec is not None:
-                    fam = (rec.classification or {}).get("family")
-                    cat = (rec.classification or {}).get("category")
-                    finished = (rec.facts or {}).get("finished_at")
-            limit = m.memory_limit_bytes
-            peak = m.memory_peak_bytes
-            if m.job_id == jid:
-                limit, peak = _record_memory(record, facts, limit, peak)
-            out.append(LineageAttempt(job_id=m.job_id, action=m.action, family=fam, category=cat,
-                                      memory_limit_bytes=limit, memory_peak_bytes=peak,
-                                      runner_class=m.runner_class, finished_at=finished, timeout_seconds=timeout))
-        if not any(a.job_id == jid for a in out):
-            if out:
-                prev = self.store.get_job(out[-1].job_id)
-                t = ((prev.decision or {}).get("timeout_seconds") if prev is not None else None)
-                if isinstance(t, (int, float)) and t > 0:
-                    timeout = float(t)
-            limit, peak = _record_memory(record, facts, None, None)
-            out.append(LineageAttempt(job_id=jid, action="origin" if not out else "retry",
-                                      family=cls.family.value, category=cls.category,
-                                      memory_limit_bytes=limit, memory_peak_bytes=peak,
-                                      finished_at=facts.finished_at, timeout_seconds=timeout))
-        return out
+        out = list(self.store.lineage_for(jid).attempts)
+        return [replace(a, family=cls.family.value, category=cls.category,
+                        finished_at=facts.finished_at or a.finished_at) if a.job_id == jid else a for a in out]
 
     def _class_usage(self) -> ClassUsage:
         """Jobs the bot started that still run, per runner class (for the policy's caps)."""
@@ -813,10 +718,33 @@ class Poller:
         return ClassUsage.from_jobs((w.get("runner_class") or "", w.get("user"), w.get("project"))
                                     for w in watched if w.get("runner_class"))
 
-    def _superseded(self, proj: _Project, facts: JobFacts) -> bool:
-        """A newer pipeline on the same ref, at another commit, that is not a child pipeline."""
+    def _read_context(self, need: NextRead, proj: _Project, job: Mapping[str, Any], facts: JobFacts,
+                      lineage: Sequence[LineageAttempt], context: JobContext, defn: JobDefinition | None
+                      ) -> tuple[JobContext, JobDefinition | None]:
+        """Make the read :func:`next_read` asked for; the context with its answer (and the definition)."""
+        read = context.read | {need.read}
+        if need.read == Read.SUPERSEDED:
+            return replace(context, superseded_by=self._superseded(proj, facts), read=read), defn
+        if need.read == Read.BRANCH_HEAD:
+            try:
+                head = self.client.branch_head(proj.id, facts.ref)
+            except GitLabApiError as exc:
+                log.warning("branch_head_unknown", job_url=facts.web_url, ref=facts.ref, error=str(exc),
+                            note="re-creating anyway; the copy carries RETRY_BOT_ORIGIN_SHA")
+                head = None
+            return replace(context, branch_head=head or None, read=read), defn
+        # Read.DEFINITION: the definition, and the copy the decision would create from it.
+        try:
+            defn = defn or self._definition(proj, job, facts)
+            build_child_config(defn, self._child_spec(facts, need.would, lineage))
+        except (JobDefinitionError, ValueError, NotFound) as exc:
+            return replace(context, definition_error=str(exc), read=read), defn
+        return replace(context, read=read), defn
+
+    def _superseded(self, proj: _Project, facts: JobFacts) -> int | None:
+        """The newest pipeline on the same ref, at another commit, that is not a child pipeline."""
         if not facts.ref or not facts.pipeline_id:
-            return False
+            return None
         key = (proj.id, facts.ref)
         pipes = self._ref_pipelines.get(key)
         if pipes is None:
@@ -824,46 +752,40 @@ class Poller:
                 pipes = self.client.latest_pipelines(proj.id, facts.ref, limit=20)
             except GitLabApiError as exc:
                 log.warning("superseded_check_failed", job_url=facts.web_url, error=str(exc))
-                return False
+                return None
             # read once per ref and cycle: the jobs of one big pipeline share it
             self._ref_pipelines[key] = pipes
-        return any(int(p["id"]) > facts.pipeline_id and p.get("sha") != facts.sha
-                   and p.get("source") != "parent_pipeline" for p in pipes)
+        newer = [int(p["id"]) for p in pipes if int(p["id"]) > facts.pipeline_id and p.get("sha") != facts.sha
+                 and p.get("source") != "parent_pipeline"]
+        return max(newer) if newer else None
 
-    def _request(self, proj: _Project, job: Mapping[str, Any], facts: JobFacts, cls: Classification,
-                 decision: Decision, lineage: Sequence[LineageAttempt], details: Mapping[str, Any],
-                 defn: JobDefinition | None = None) -> ActionRequest:
-        origin = self.store.origin_of(facts.job_id)
+    @staticmethod
+    def _child_spec(facts: JobFacts, decision: Decision, lineage: Sequence[LineageAttempt]) -> ChildPipelineSpec:
+        return ChildPipelineSpec(origin_job_id=lineage[0].job_id, origin_pipeline_id=facts.pipeline_id,
+                                 failed_job_id=facts.job_id, attempt=decision.attempt,
+                                 runner_class=decision.runner_class, tags=tuple(decision.tags),
+                                 timeout_seconds=decision.timeout_seconds, origin_sha=facts.sha)
+
+    def _request(self, proj: _Project, facts: JobFacts, cls: Classification, decision: Decision,
+                 lineage: Sequence[LineageAttempt], context: JobContext,
+                 defn: JobDefinition | None) -> ActionRequest:
+        """How the decision is carried out on GitLab (an acting decision; its definition was read if needed)."""
         base = dict(project_id=proj.id, project_path=proj.path, job_id=facts.job_id, job_name=facts.name,
-                    pipeline_id=facts.pipeline_id, ref=facts.ref, origin_job_id=origin,
+                    pipeline_id=facts.pipeline_id, ref=facts.ref, origin_job_id=lineage[0].job_id,
                     attempt=decision.attempt, web_url=facts.web_url, family=cls.family.value,
                     category=cls.category, runner_class=decision.runner_class,
                     memory_limit_bytes=decision.memory_limit_bytes,
                     not_before=self.clock() + float(decision.delay_seconds or 0.0))
-        if decision.action.value == "retry":
-            return ActionRequest(kind="retry", **base)
+        if decision.action == Action.RETRY:
+            return ActionRequest(kind=RequestKind.RETRY, **base)
         variables = {str(k): str(v) for k, v in decision.variables.items()}
-        if details.get("manualJob") and self.client.features().job_retry:
-            # A manual job that already ran -- a bot-created copy, or a job that is itself
-            # ``when: manual`` -- is retried in place with GraphQL jobRetry(variables:): the
-            # variables apply to manual (``action?``) jobs, a failed one included, and the new
-            # job starts at once (G CloneJobService#add_job_variables_attributes!; mechanics
-            # §11.2).  No child pipeline.  Tags cannot change this way; a class change
-            # re-creates from the definition instead.
-            # Nor can it change ``timeout:``: a timeout resize re-creates too.
-            prev = next((a for a in lineage if a.job_id == facts.job_id), None)
-            same_class = (prev is None or decision.runner_class in (None, prev.runner_class)
-                          or sorted(decision.tags) == sorted(str(t) for t in job.get("tag_list") or ()))
-            if decision.timeout_seconds is None and same_class:
-                return ActionRequest(kind="job_retry", variables=variables, **base)
-        defn = defn or self._definition(proj, job, facts)
-        spec = ChildPipelineSpec(origin_job_id=origin, origin_pipeline_id=facts.pipeline_id,
-                                 failed_job_id=facts.job_id, attempt=decision.attempt,
-                                 runner_class=decision.runner_class, tags=tuple(decision.tags),
-                                 timeout_seconds=decision.timeout_seconds, origin_sha=facts.sha)
+        if resize_in_place(decision, facts, lineage, context):
+            return ActionRequest(kind=RequestKind.JOB_RETRY, variables=variables, **base)
+        assert defn is not None, "decide() re-creates a job only once its definition was read"
+        spec = self._child_spec(facts, decision, lineage)
         text = build_child_config(defn, spec)
-        return ActionRequest(kind="resize", variables=variables, pipeline_variables=pipeline_variables(text, spec),
-                             **base)
+        return ActionRequest(kind=RequestKind.RESIZE, variables=variables,
+                             pipeline_variables=pipeline_variables(text, spec), **base)
 
     def _definition(self, proj: _Project, job: Mapping[str, Any], facts: JobFacts) -> JobDefinition:
         # The original pipeline's predefined variables the rules most often test, so the copy
@@ -988,33 +910,11 @@ class Poller:
             self._save_storm()
 
 
-def _record_memory(record: Any, facts: JobFacts, limit: int | None, peak: int | None) -> tuple[int | None, int | None]:
-    if record is not None:
-        limit = record.limits.memory_limit_bytes or limit
-        peak = record.usage.memory_peak_bytes or peak
-    if limit is None:
-        for name in ("KUBERNETES_MEMORY_LIMIT",):
-            v = facts.variables.get(name)
-            if v:
-                try:
-                    limit = parse_memory(v)
-                except QuantityError:
-                    pass
-    return limit, peak
-
-
-def _facts_dict(f: JobFacts) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    d = asdict(f)
-    d["tags"] = list(f.tags)
-    d["variables"] = dict(f.variables)
-    return d
-
-
-def _cls_dict(c: Classification) -> dict[str, Any]:
-    return {"family": c.family.value, "category": c.category, "rule": c.rule,
-            "evidence": list(c.evidence)[:10], "confidence": c.confidence}
+def _with_origin_timeout(lineage: Sequence[LineageAttempt], timeout: float | None) -> list[LineageAttempt]:
+    """The lineage with the origin's ``timeout:`` in force wherever the bot set none (a timeout resize sets one)."""
+    if timeout is None:
+        return list(lineage)
+    return [a if a.timeout_seconds is not None else replace(a, timeout_seconds=timeout) for a in lineage]
 
 
 def share_budget(demands: Sequence[int], budget: int, *, start: int = 0) -> list[int]:

@@ -245,8 +245,8 @@ class PolicyReplay:
     def next_attempt(self, job: "TraceJob", previous: Sequence["AttemptAlloc"], classes: Sequence[str | None],
                      predicted: int | None) -> tuple["AttemptAlloc", str | None] | None:
         """``decide()`` on the last killed attempt: the next attempt and its runner class, or ``None``."""
-        from retry_bot.decide import ClassUsage, LineageAttempt, decide
-        from retry_bot.model import Classification, Family, JobFacts
+        from retry_bot.decide import ClassUsage, decide
+        from retry_bot.model import Classification, Family, JobFacts, LineageAttempt
         from retry_bot.policy.model import Action
 
         names = self.policy.variables

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from retry_bot.model import FAMILIES, Family
+from retry_bot.policy.model import Action
 from retry_bot.problems import ConfigError, Problem, find_line
 
 __all__ = [
@@ -56,8 +57,8 @@ __all__ = [
 
 #: Shortest literal a pattern must contain (see the module docstring).
 MIN_NEEDLE = 3
-#: Suggested default actions per family (the policy decides for real).
-ACTIONS = ("retry", "resize", "none")
+#: Suggested default actions per family (the policy decides for real): the policy's actions.
+ACTIONS: tuple[str, ...] = tuple(a.value for a in Action)
 #: How a stage chooses among its matching rules.
 RESOLVE_MODES = ("first", "last")
 
@@ -145,7 +146,7 @@ class FamilyInfo:
     name: Family
     description: str
     #: Suggested default action, used only when no policy is available.
-    default_action: str
+    default_action: Action
 
 
 @dataclass(frozen=True)
@@ -176,9 +177,9 @@ class Taxonomy:
         out.setdefault(self.fallback_category, self.fallback_family)
         return out
 
-    def default_action(self, family: Family | str) -> str:
+    def default_action(self, family: Family | str) -> Action:
         info = self.families.get(Family(family))
-        return info.default_action if info else "none"
+        return info.default_action if info else Action.NONE
 
 
 # --------------------------------------------------------------------------- loading
@@ -266,7 +267,7 @@ def _build(docs: list[_Doc], problems: list[Problem]) -> Taxonomy:
     stage_order: list[str] = []
     stage_order_where: tuple[_Doc, int | None] | None = None
     families: dict[Family, FamilyInfo] = {
-        Family(f): FamilyInfo(Family(f), "", "none") for f in FAMILIES
+        Family(f): FamilyInfo(Family(f), "", Action.NONE) for f in FAMILIES
     }
     fallback = {"category": "unclassified", "family": "unknown"}
     # name -> (merged raw rule, doc of last change, index in that doc, load order)
@@ -344,12 +345,12 @@ def _build(docs: list[_Doc], problems: list[Problem]) -> Taxonomy:
             if action not in ACTIONS:
                 problems.append(Problem(f"{path}.default_action", f"must be one of {list(ACTIONS)}",
                                         find_line(doc.text, f"{path}.default_action"), doc.source))
-                action = "none"
+                action = Action.NONE
             if not isinstance(desc, str):
                 problems.append(Problem(f"{path}.description", "must be a string",
                                         find_line(doc.text, f"{path}.description"), doc.source))
                 desc = ""
-            families[Family(fname)] = FamilyInfo(Family(fname), desc, action)
+            families[Family(fname)] = FamilyInfo(Family(fname), desc, Action(action))
         # fallback
         fb = d.get("fallback", {})
         if not isinstance(fb, dict):

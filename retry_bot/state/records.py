@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
-__all__ = ["JobRecord", "LineageMember", "Lineage", "ActionIntent", "INTENT_STATUSES"]
+from retry_bot.model import JobFacts, LineageAttempt
+
+__all__ = ["JobRecord", "Lineage", "ActionIntent", "INTENT_STATUSES"]
 
 #: ``begun``: written before the GitLab write, outcome not yet known;
 #: ``completed``: the GitLab write is known to have happened (``result`` says what);
@@ -30,40 +32,29 @@ class JobRecord:
     def decided(self) -> bool:
         return self.decision is not None
 
-
-@dataclass(frozen=True)
-class LineageMember:
-    """One attempt in a lineage.  ``attempt`` 0 is the origin job (action ``origin``)."""
-
-    job_id: int
-    origin_job_id: int
-    attempt: int
-    #: ``origin``, ``retry`` (plain GitLab retry) or ``resize`` (re-created with new variables).
-    action: str
-    #: The job variables the attempt ran with (e.g. ``KUBERNETES_MEMORY_LIMIT``).
-    variables: Mapping[str, str] = field(default_factory=dict)
-    runner_class: str | None = None
-    memory_limit_bytes: int | None = None
-    memory_peak_bytes: int | None = None
-    #: GitLab job status once known (``created``, ``manual``, ``running``, ``success``, ``failed``...).
-    status: str | None = None
-    created_at: float | None = None
-    updated_at: float | None = None
+    @property
+    def job_facts(self) -> JobFacts:
+        """The stored facts as :class:`~retry_bot.model.JobFacts` (the column holds ``JobFacts.to_dict()``)."""
+        return JobFacts.from_dict(self.facts if isinstance(self.facts, Mapping) else {"job_id": self.job_id})
 
 
 @dataclass(frozen=True)
 class Lineage:
-    """An origin job and every job re-created from it, in attempt order (origin first)."""
+    """An origin job and every job re-created from it, in attempt order (origin first).
+
+    Each attempt carries what :func:`retry_bot.decide.decide` needs (its classification,
+    when it finished, the timeout the bot set for it), read in the same query.
+    """
 
     origin_job_id: int
-    attempts: tuple[LineageMember, ...]
+    attempts: tuple[LineageAttempt, ...]
 
     @property
     def job_ids(self) -> tuple[int, ...]:
         return tuple(m.job_id for m in self.attempts)
 
     @property
-    def latest(self) -> LineageMember:
+    def latest(self) -> LineageAttempt:
         return self.attempts[-1]
 
     def count(self, action: str) -> int:

@@ -24,7 +24,9 @@ from runner_wrapper.record import RecordError
 
 from .backends import Backend, Tx
 from .errors import LeadershipLost, StateError
-from .records import ActionIntent, JobRecord, Lineage, LineageMember
+from retry_bot.model import LineageAttempt
+
+from .records import ActionIntent, JobRecord, Lineage
 from .schema import LATEST_VERSION, MIGRATIONS
 from .usage import usage_row
 
@@ -75,12 +77,29 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-def _member(row: Mapping[str, Any]) -> LineageMember:
-    return LineageMember(
+def _member(row: Mapping[str, Any], job: Mapping[str, Any] | None = None,
+            timeout_seconds: float | None = None) -> LineageAttempt:
+    """A lineage row; with ``job`` (the ``jobs`` row's facts and classification), what decide() needs too."""
+    cls = _load(job.get("classification")) if job else None
+    facts = _load(job.get("facts")) if job else None
+    cls = cls if isinstance(cls, Mapping) else {}
+    facts = facts if isinstance(facts, Mapping) else {}
+    finished = facts.get("finished_at")
+    return LineageAttempt(
         job_id=int(row["job_id"]), origin_job_id=int(row["origin_job_id"]), attempt=int(row["attempt"]),
         action=row["action"], variables=_load(row["variables"]) or {}, runner_class=row["runner_class"],
         memory_limit_bytes=row["memory_limit_bytes"], memory_peak_bytes=row["memory_peak_bytes"],
-        status=row["status"], created_at=row["created_at"], updated_at=row["updated_at"])
+        status=row["status"], created_at=row["created_at"], updated_at=row["updated_at"],
+        family=cls.get("family") if isinstance(cls.get("family"), str) else None,
+        category=cls.get("category") if isinstance(cls.get("category"), str) else None,
+        finished_at=finished if isinstance(finished, str) else None, timeout_seconds=timeout_seconds)
+
+
+def _decided_timeout(decision_text: str | None) -> float | None:
+    """The job ``timeout:`` a stored decision gave the job it created (a timeout resize), else ``None``."""
+    decision = _load(decision_text)
+    t = decision.get("timeout_seconds") if isinstance(decision, Mapping) else None
+    return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 else None
 
 
 def _intent(row: Mapping[str, Any], created: bool) -> ActionIntent:
@@ -363,22 +382,43 @@ class Store:
         return int(self._read(lambda tx: self._origin(tx, job_id)))
 
     def lineage_for(self, job_id: int) -> Lineage:
-        """The lineage ``job_id`` belongs to: the origin (attempt 0) and every re-created job, in order."""
+        """The lineage ``job_id`` belongs to: the origin (attempt 0) and every re-created job, in order.
+
+        Each attempt carries what :func:`retry_bot.decide.decide` needs, read in one query
+        (no per-attempt lookups): its classification and ``finished_at`` (from the job's row,
+        once the bot saw it fail) and the timeout in force, which is the ``timeout_seconds``
+        of the last decision before it that set one (a timeout resize), else ``None`` (the
+        origin's own ``timeout:`` is in its definition, which the poller reads).
+        """
         job_id = _job_id(job_id)
 
         def fn(tx: Tx) -> Lineage:
             origin = self._origin(tx, job_id)
-            rows = tx.execute("SELECT * FROM lineage WHERE origin_job_id = ? ORDER BY attempt", (origin,))
-            members = tuple(_member(r) for r in rows)
-            if not members:
-                members = (LineageMember(job_id=origin, origin_job_id=origin, attempt=0, action="origin"),)
-            return Lineage(origin_job_id=origin, attempts=members)
+            rows = tx.execute(
+                "SELECT l.*, j.facts AS job_facts, j.classification AS job_classification, "
+                "j.decision AS job_decision FROM lineage l LEFT JOIN jobs j ON j.job_id = l.job_id "
+                "WHERE l.origin_job_id = ? ORDER BY l.attempt", (origin,))
+            if not rows:
+                job = tx.one("SELECT facts AS job_facts, classification AS job_classification FROM jobs "
+                             "WHERE job_id = ?", (origin,))
+                rows = [{"job_id": origin, "origin_job_id": origin, "attempt": 0, "action": "origin",
+                         "variables": None, "runner_class": None, "memory_limit_bytes": None,
+                         "memory_peak_bytes": None, "status": None, "created_at": None, "updated_at": None,
+                         **({"job_facts": job["job_facts"], "job_classification": job["job_classification"]}
+                            if job else {})}]
+            members = []
+            timeout: float | None = None
+            for r in rows:
+                job = {"facts": r.get("job_facts"), "classification": r.get("job_classification")}
+                members.append(_member(r, job, timeout))
+                timeout = _decided_timeout(r.get("job_decision")) or timeout
+            return Lineage(origin_job_id=origin, attempts=tuple(members))
 
         return self._read(fn)
 
     def add_lineage_member(self, origin_job_id: int, job_id: int, action: str, variables: Mapping[str, str],
                            runner_class: str | None = None, *, memory_limit_bytes: int | None = None,
-                           memory_peak_bytes: int | None = None, status: str | None = "created") -> LineageMember:
+                           memory_peak_bytes: int | None = None, status: str | None = "created") -> LineageAttempt:
         """Record that ``job_id`` was created from ``origin_job_id`` by ``action`` (``retry`` or ``resize``).
 
         ``origin_job_id`` may be any job of the lineage (the member is attached to
@@ -389,7 +429,7 @@ class Store:
         action = _text(action, "action")
         vars_s = _dump({str(k): str(v) for k, v in dict(variables).items()}, "variables")
 
-        def fn(tx: Tx) -> LineageMember:
+        def fn(tx: Tx) -> LineageAttempt:
             origin = self._origin(tx, origin_arg)
             existing = tx.one("SELECT * FROM lineage WHERE job_id = ?", (job_id,))
             if existing is not None:
@@ -422,7 +462,7 @@ class Store:
 
     def update_lineage_member(self, job_id: int, *, status: str | None = None,
                               memory_limit_bytes: int | None = None, memory_peak_bytes: int | None = None,
-                              runner_class: str | None = None) -> LineageMember:
+                              runner_class: str | None = None) -> LineageAttempt:
         """Record what became of an attempt (its status, the peak it reached...).  ``None`` = unchanged.
 
         A job that is in no lineage yet becomes the origin (attempt 0) of its own.
@@ -432,7 +472,7 @@ class Store:
                                      ("memory_peak_bytes", memory_peak_bytes), ("runner_class", runner_class))
                    if v is not None}
 
-        def fn(tx: Tx) -> LineageMember:
+        def fn(tx: Tx) -> LineageAttempt:
             now = self._now()
             tx.execute("INSERT INTO lineage (job_id, origin_job_id, attempt, action, variables, created_at, "
                        "updated_at) VALUES (?, ?, 0, 'origin', ?, ?, ?) ON CONFLICT (job_id) DO NOTHING",

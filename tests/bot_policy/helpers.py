@@ -6,7 +6,8 @@ import textwrap
 
 
 
-from retry_bot.decide import ClassUsage, LineageAttempt
+from retry_bot.decide import ClassUsage
+from retry_bot.model import LineageAttempt
 from retry_bot.model import Classification, Family, JobFacts
 from retry_bot.policy import parse_policy
 

@@ -8,13 +8,14 @@ unknown memory) so the resize and ladder code is exercised often.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from hypothesis import strategies as st
 
-from retry_bot.decide import ClassUsage, LineageAttempt
-from retry_bot.model import FAMILIES
+from retry_bot.decide import ClassUsage
+from retry_bot.model import FAMILIES, JobContext, LineageAttempt, Read
 from retry_bot.policy import policy_from_dict
 from runner_wrapper.quantity import parse_memory
 
@@ -82,6 +83,23 @@ NOW = st.sampled_from([None, datetime(2026, 1, 1, 12, 0)])
 COUNT = st.integers(0, 4)
 FRACTION = st.sampled_from([0.3, 0.5, 0.7, 0.9, 1.0])
 INDEX = st.integers(0, 100)
+SHA = "a" * 40
+REF = st.sampled_from(["main"] * 5 + ["refs/merge-requests/7/head", ""])
+OPT_SHA = st.sampled_from([SHA, SHA, SHA, None])
+PIPELINE_ID = st.sampled_from([500, 500, 500, 0])
+MR_SOURCE = st.sampled_from([None] * 6 + ["merge_request_event", "external_pull_request_event"])
+SUPERSEDED_BY = st.sampled_from([None, None, None, 600])
+BRANCH_HEAD = st.sampled_from([None, SHA, SHA, "b" * 40])
+DEFINITION_ERROR = st.sampled_from([None, None, None, "job 'build' is not in the CI configuration"])
+READS = st.frozensets(st.sampled_from(list(Read)))
+
+
+@st.composite
+def contexts(draw: Any) -> JobContext:
+    """The gates' inputs, read or not: mostly nothing blocks, every gate applies now and then."""
+    return JobContext(retried=draw(MOSTLY_FALSE), manual_job=draw(BOOL), job_retry_supported=draw(BOOL),
+                      superseded_by=draw(SUPERSEDED_BY), branch_head=draw(BRANCH_HEAD),
+                      definition_error=draw(DEFINITION_ERROR), read=draw(READS))
 
 
 def _pick(draw: Any, seq: Any) -> Any:
@@ -256,7 +274,11 @@ def scenarios(draw: Any, focus: bool = False) -> dict[str, Any]:
         variables["KUBERNETES_CPU_LIMIT"] = draw(CPU_VAR)
     f = facts(job_id=job_id, name=draw(JOB), project_path=draw(PROJECT), pipeline_source=draw(SOURCE),
               user=draw(USER), tags=tags, variables=variables, allow_failure=False if focus else draw(MOSTLY_FALSE),
-              finished_at=draw(FINISHED))
+              finished_at=draw(FINISHED), ref="main" if focus else draw(REF), sha=draw(OPT_SHA),
+              pipeline_id=draw(PIPELINE_ID))
+    mr_source = None if focus else draw(MR_SOURCE)
+    if mr_source is not None:
+        f = replace(f, pipeline_source=mr_source)
     fam = draw(FOCUS_FAMILY) if focus else draw(FAMILY_WEIGHTED)
     v = verdict(fam, _pick(draw, CATEGORIES + (fam,)))
     record = None
@@ -268,6 +290,7 @@ def scenarios(draw: Any, focus: bool = False) -> dict[str, Any]:
     return {
         "facts": f, "classification": v, "lineage": lineage, "policy": pol,
         "class_usage": ClassUsage(by_user=by_user, by_project=by_project),
-        "record": record, "predicted_memory_bytes": draw(OPT_BYTES), "superseded": False if focus else draw(MOSTLY_FALSE),
+        "record": record, "predicted_memory_bytes": draw(OPT_BYTES),
+        "context": JobContext() if focus and draw(MOSTLY_TRUE) else draw(contexts()),
         "now": None if focus else draw(NOW),
     }

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from retry_bot.decide import Action, ClassUsage, Decision, decide
+from retry_bot.model import JobContext
 from retry_bot.policy import default_policy
 from runner_wrapper.quantity import parse_memory
 
@@ -282,10 +283,11 @@ def test_already_recreated_job_is_never_acted_on_twice():
 
 
 def test_superseded_and_allow_failure():
-    assert run(facts(variables={"KUBERNETES_MEMORY_LIMIT": "1Gi"}), superseded=True).rule == "skip_superseded"
+    newer = JobContext(superseded_by=200)
+    assert run(facts(variables={"KUBERNETES_MEMORY_LIMIT": "1Gi"}), context=newer).rule == "skip_superseded"
     pol = policy("skip_superseded = false\nskip_allow_failure = true\n")
     f = facts(variables={"KUBERNETES_MEMORY_LIMIT": "1Gi"})
-    assert run(f, superseded=True, pol=pol).action == Action.RESIZE
+    assert run(f, context=newer, pol=pol).action == Action.RESIZE
     assert run(facts(allow_failure=True), pol=pol).rule == "skip_allow_failure"
 
 
@@ -398,10 +400,12 @@ def test_decision_to_dict_is_json():
     assert data["tags"] == [] and data["attempt"] == 2
 
 
-def test_decide_accepts_a_record_as_a_dict():
-    rec = usage_record(100, limit=4 * GiB, peak=4 * GiB).to_dict()
+def test_a_record_dict_is_converted_at_the_edge_and_another_jobs_record_is_ignored():
+    from runner_wrapper.record import UsageRecord
+
+    rec = UsageRecord.from_dict(usage_record(100, limit=4 * GiB, peak=4 * GiB).to_dict())
     d = decide(facts(), verdict("oom"), [], DEFAULT, NO_USAGE, record=rec)
     assert d.memory_limit_bytes == 6 * GiB and "usage record" in d.reason
-    other = usage_record(7, limit=4 * GiB, peak=4 * GiB).to_dict()
+    other = usage_record(7, limit=4 * GiB, peak=4 * GiB)
     d = decide(facts(), verdict("oom"), [], DEFAULT, NO_USAGE, record=other)  # ignored: nothing known
     assert d.memory_limit_bytes == 96 * GiB and "usage record" not in d.reason

@@ -74,7 +74,7 @@ def _current_class(s):
 def _decide(s):
     return decide(s["facts"], s["classification"], s["lineage"], s["policy"], s["class_usage"],
                   record=s["record"], predicted_memory_bytes=s["predicted_memory_bytes"],
-                  superseded=s["superseded"], now=s["now"])
+                  context=s["context"], now=s["now"])
 
 
 @SETTINGS
@@ -113,7 +113,9 @@ def check_bounds(s):
     assert d.action == resolved.rule.action
     if fam in (Family.BUILD_ERROR, Family.CONFIG_ERROR):
         assert resolved.rule.action != Action.NONE
-    assert not (s["superseded"] and pol.skip_superseded)
+    ctx = s["context"]
+    assert not (ctx.superseded_by is not None and pol.skip_superseded)
+    assert not ctx.retried
     assert not (f.allow_failure and pol.skip_allow_failure)
 
     # Budgets: this family's re-runs in the lineage (unknown families count) stay within budget.

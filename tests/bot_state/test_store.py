@@ -328,3 +328,42 @@ def test_family_counts_summarises_classifications(store):
     store.mark_job_seen(2, 7, {"job_id": 2}, {"family": "oom", "category": "killed"})
     store.mark_job_seen(3, 7, {"job_id": 3}, {"family": "build_error", "category": "compile_error"})
     assert store.family_counts() == {"oom": 2, "build_error": 1}
+
+
+def test_lineage_for_carries_what_decide_needs_in_one_statement(store):
+    """Issue 14: classification, finished_at and the timeout in force come with the lineage, no lookups per job."""
+    from retry_bot.model import JobFacts
+
+    store.mark_job_seen(300, 1, JobFacts(job_id=300, name="build", finished_at="2026-01-01T00:00:00Z").to_dict(),
+                        {"family": "timeout", "category": "execution_timeout"})
+    store.record_decision(300, {"action": "resize", "timeout_seconds": 7200.0})
+    store.add_lineage_member(300, 301, "resize", {}, "large")
+    store.mark_job_seen(301, 1, {"job_id": 301, "name": "build", "finished_at": "2026-01-01T03:00:00Z"},
+                        {"family": "oom", "category": "oom"})
+    store.record_decision(301, {"action": "resize"})          # sets no timeout: 7200 stays in force
+    store.add_lineage_member(300, 302, "resize", {}, "large")  # not seen failing yet
+    statements = []
+    real_run = store._b.run
+
+    def counting_run(fn, write):
+        def counted(tx):
+            real_execute = tx.execute
+
+            def execute(sql, params=()):
+                statements.append(sql)
+                return real_execute(sql, params)
+            tx.execute = execute
+            return fn(tx)
+        return real_run(counted, write=write)
+
+    store._b.run = counting_run
+    try:
+        lin = store.lineage_for(302)
+    finally:
+        store._b.run = real_run
+    assert len(statements) == 2, statements   # the origin, then the lineage with its jobs: not one per job
+    assert [(a.job_id, a.family, a.category) for a in lin.attempts] == [
+        (300, "timeout", "execution_timeout"), (301, "oom", "oom"), (302, None, None)]
+    assert [a.finished_at for a in lin.attempts] == ["2026-01-01T00:00:00Z", "2026-01-01T03:00:00Z", None]
+    assert [a.timeout_seconds for a in lin.attempts] == [None, 7200.0, 7200.0]
+    assert [a.attempt for a in lin.attempts] == [0, 1, 2] and lin.attempts[1].runner_class == "large"
