@@ -229,14 +229,9 @@ class _PolicyProblem(Exception):
 
 
 def _decide(args: argparse.Namespace, facts: Any, verdict: Any, record: Any) -> tuple[dict[str, Any] | None, str | None, str | None, str | None]:
-    """Run the real decision function with the given (or default) policy, when it exists."""
-    try:
-        from retry_bot.decide import ClassUsage, decide
-        from retry_bot.policy import default_policy, load_policy
-    except ImportError:
-        if args.policy is not None:
-            raise _PolicyProblem("--policy given but the policy module is not available", [])
-        return None, None, None, None
+    """Run the real decision function with the given (or default) policy."""
+    from retry_bot.decide import ClassUsage, decide
+    from retry_bot.policy import default_policy, load_policy
     from retry_bot.problems import ConfigError
 
     try:

@@ -553,10 +553,8 @@ class _Reader:
         if not isinstance(value, Mapping):
             self.problem(path, f"must be a table, not {_kind(value)}")
             return {}
-        try:
-            from retry_bot.predict.settings import parse_prediction_settings
-        except ImportError:  # the predictor is optional for the policy's own checks
-            return dict(value)
+        from retry_bot.predict.settings import parse_prediction_settings  # deferred: predict imports policy
+
         try:
             _, found = parse_prediction_settings(value, path, None)
         except Exception as exc:  # a bug there must not hide the policy's own problems

@@ -127,12 +127,10 @@ def load_policy_and_settings(path: str | None) -> tuple[Any, PredictionSettings]
     :class:`ConfigError` listing every problem (the ``[prediction]`` table's
     first, with line numbers).
     """
-    try:
-        from retry_bot.policy.load import default_policy, policy_from_dict
-    except ImportError:  # pragma: no cover - the policy package is part of the product
-        default_policy = policy_from_dict = None  # type: ignore[assignment]
+    from retry_bot.policy.load import default_policy, policy_from_dict  # deferred: policy imports predict
+
     if path is None:
-        return (default_policy() if default_policy else None), DEFAULT_SETTINGS
+        return default_policy(), DEFAULT_SETTINGS
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
@@ -146,7 +144,7 @@ def load_policy_and_settings(path: str | None) -> tuple[Any, PredictionSettings]
     settings, problems = parse_prediction_settings(data.get("prediction"), "prediction", text)
     if problems:  # reported here first: with line numbers
         raise ConfigError([Problem(p.path, p.message, p.line, path) for p in problems])
-    policy = policy_from_dict(data, path, text) if policy_from_dict else None
+    policy = policy_from_dict(data, path, text)
     return policy, settings
 
 
