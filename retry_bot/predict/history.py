@@ -11,12 +11,12 @@ It is an in-memory structure; the state store (or a trace) fills it.
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from retry_bot.isotime import parse_iso_time
 from retry_bot.predict.keys import JobKey, KeySettings, extract_key
 
 __all__ = ["Observation", "HistoryIndex", "LevelHistory", "Calibration", "observation_from_record", "parse_time"]
@@ -280,15 +280,8 @@ def parse_time(value: Any) -> float | None:
     """ISO-8601 (``Z`` or offset) or POSIX seconds -> POSIX seconds; ``None`` when unusable."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        d = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=_dt.timezone.utc)
-    return d.timestamp()
+    d = parse_iso_time(value)
+    return None if d is None else d.timestamp()
 
 
 def observation_from_record(record: Any, keys: KeySettings) -> Observation | None:
