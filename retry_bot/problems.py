@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from runner_wrapper.problems import ConfigError
+
 __all__ = ["Problem", "ConfigError", "find_line"]
 
 
@@ -27,14 +29,6 @@ class Problem:
             where = f"{where}:{self.line}" if where else f"line {self.line}"
         prefix = f"{where}: " if where else ""
         return f"{prefix}{self.path}: {self.message}" if self.path else f"{prefix}{self.message}"
-
-
-class ConfigError(ValueError):
-    """One or more problems in a configuration file; ``str()`` lists them all."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems) or "invalid configuration")
 
 
 def find_line(text: str, dotted_path: str) -> int | None:
