@@ -189,7 +189,7 @@ class _Decider:
     """One decision's working state; every method is pure over it."""
 
     def __init__(self, facts: JobFacts, classification: Classification, lineage: Sequence[LineageAttempt],
-                 policy: Policy, usage: ClassUsage, record: Any | None, predicted: int | None,
+                 policy: Policy, usage: ClassUsage, record: UsageRecord | Mapping[str, Any] | None, predicted: int | None,
                  superseded: bool, now: datetime | None):
         self.facts = facts
         self.policy = policy
@@ -623,7 +623,7 @@ def _positive(value: Any) -> Any:
     return value
 
 
-def _record_job_id(record: Any) -> int | None:
+def _record_job_id(record: UsageRecord | Mapping[str, Any]) -> int | None:
     job = record.get("job") if isinstance(record, Mapping) else getattr(record, "job", None)
     return job.get("id") if isinstance(job, Mapping) else getattr(job, "id", None)
 

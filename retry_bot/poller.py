@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from retry_bot.actions import ActionRequest, ActionRunner, Outcome
 from retry_bot.classify import classify, extract_verified_record, facts_from_job_json
@@ -44,6 +44,13 @@ from retry_bot.state import ActionIntent, LeadershipLost
 from retry_bot.storm import HELD_SCOPE, STORM_SCOPE, StormState, release_times
 from runner_wrapper.logconfig import get_logger
 from runner_wrapper.quantity import QuantityError, parse_memory
+
+if TYPE_CHECKING:
+    from retry_bot.classify import Taxonomy
+    from retry_bot.metrics import BotMetrics
+    from retry_bot.policy import Policy
+    from retry_bot.state import Store
+    from runner_wrapper.record import UsageRecord
 
 __all__ = ["Poller", "PollerSettings", "CycleReport", "JobOutcome", "WATCH_SCOPE", "dry_run_scope", "share_budget"]
 
@@ -148,10 +155,10 @@ class Poller:
         predictor: optional ``(facts, record) -> predicted memory bytes``.
     """
 
-    def __init__(self, client: GitLabClient, store: Any, *, settings: PollerSettings,
-                 policy: Callable[[], Any], taxonomy: Any, signing_keys: Mapping[str, bytes],
-                 actions: ActionRunner, metrics: Any = None, clock: Callable[[], float] = time.time,
-                 predictor: Callable[[JobFacts, Any], int | None] | None = None) -> None:
+    def __init__(self, client: GitLabClient, store: Store, *, settings: PollerSettings,
+                 policy: Callable[[], Policy], taxonomy: Taxonomy, signing_keys: Mapping[str, bytes],
+                 actions: ActionRunner, metrics: BotMetrics | None = None, clock: Callable[[], float] = time.time,
+                 predictor: Callable[[JobFacts, UsageRecord | None], int | None] | None = None) -> None:
         self.client = client
         self.store = store
         self.settings = settings
@@ -721,7 +728,7 @@ class Poller:
         entries.append({"at": self.clock(), **dict(decision)})
         self.store.set_watermark(scope, {"job_id": jid, "decisions": entries})
 
-    def _check_recreatable(self, proj: _Project, facts: JobFacts, decision: Decision, policy: Any,
+    def _check_recreatable(self, proj: _Project, facts: JobFacts, decision: Decision, policy: Policy,
                            details: Mapping[str, Any]) -> Decision:
         """A resize creates a pipeline on the job's ref: it must still build the failed commit.
 
@@ -759,7 +766,7 @@ class Poller:
                                   f"{head[:12]}, not the failed commit (skip_superseded)")
         return decision
 
-    def _lineage(self, jid: int, facts: JobFacts, cls: Classification, record: Any, *,
+    def _lineage(self, jid: int, facts: JobFacts, cls: Classification, record: UsageRecord | None, *,
                  origin_timeout: float | None = None) -> list[LineageAttempt]:
         """The job's lineage for :func:`decide`.
 
@@ -988,7 +995,7 @@ class Poller:
             self._save_storm()
 
 
-def _record_memory(record: Any, facts: JobFacts, limit: int | None, peak: int | None) -> tuple[int | None, int | None]:
+def _record_memory(record: UsageRecord | None, facts: JobFacts, limit: int | None, peak: int | None) -> tuple[int | None, int | None]:
     if record is not None:
         limit = record.limits.memory_limit_bytes or limit
         peak = record.usage.memory_peak_bytes or peak

@@ -14,10 +14,13 @@ from __future__ import annotations
 import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from retry_bot.isotime import parse_iso_time
 from retry_bot.predict.keys import JobKey, KeySettings, extract_key
+
+if TYPE_CHECKING:
+    from runner_wrapper.record import UsageRecord
 
 __all__ = ["Observation", "HistoryIndex", "LevelHistory", "Calibration", "observation_from_record", "parse_time"]
 
@@ -284,7 +287,7 @@ def parse_time(value: Any) -> float | None:
     return None if d is None else d.timestamp()
 
 
-def observation_from_record(record: Any, keys: KeySettings) -> Observation | None:
+def observation_from_record(record: UsageRecord | Mapping[str, Any], keys: KeySettings) -> Observation | None:
     """Turn a :class:`runner_wrapper.record.UsageRecord` (or its dict) into an observation.
 
     An OOM-killed record becomes an OOM bound at the memory limit in force
@@ -319,7 +322,7 @@ def observation_from_record(record: Any, keys: KeySettings) -> Observation | Non
                        ref=rec.job.ref)
 
 
-def record_ref(record: Any) -> tuple[str | None, bool | None]:
+def record_ref(record: UsageRecord | Mapping[str, Any]) -> tuple[str | None, bool | None]:
     """``(ref, protected)`` of a usage record or its dict."""
     if isinstance(record, Mapping):
         job = record.get("job") or {}

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import re
 import tomllib
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from retry_bot.predict.estimator import Clamp, new_index
 from retry_bot.predict.history import HistoryIndex, Observation, observation_from_record, parse_time
 from retry_bot.predict.keys import extract_key
 from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings, parse_prediction_settings
 from retry_bot.problems import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from retry_bot.policy import Policy
+    from retry_bot.state import Store
 
 __all__ = ["index_from_store", "index_from_rows", "index_from_trace", "load_policy_and_settings",
            "settings_from_policy", "clamp_from_policy"]
@@ -91,7 +95,7 @@ def observation_from_row(row: Mapping[str, Any], settings: PredictionSettings = 
     return o, trusted
 
 
-def index_from_store(store: Any, settings: PredictionSettings = DEFAULT_SETTINGS,
+def index_from_store(store: Store, settings: PredictionSettings = DEFAULT_SETTINGS,
                      since: str | None = None) -> HistoryIndex:
     """Build an index from a :class:`retry_bot.state.Store` (``usage_records``)."""
     return index_from_rows(store.usage_records(since=since), settings)
@@ -120,7 +124,7 @@ def index_from_trace(path: str, settings: PredictionSettings = DEFAULT_SETTINGS,
     return index
 
 
-def load_policy_and_settings(path: str | None) -> tuple[Any, PredictionSettings]:
+def load_policy_and_settings(path: str | None) -> tuple[Policy, PredictionSettings]:
     """Load the policy (``retry_bot.policy``) and its ``[prediction]`` table.
 
     ``path=None``: the default policy and default settings.  Raises
@@ -148,7 +152,7 @@ def load_policy_and_settings(path: str | None) -> tuple[Any, PredictionSettings]
     return policy, settings
 
 
-def settings_from_policy(policy: Any) -> PredictionSettings:
+def settings_from_policy(policy: Policy | None) -> PredictionSettings:
     """The prediction settings of a loaded policy (its ``prediction`` table); defaults when absent/invalid."""
     table = getattr(policy, "prediction", None)
     if not table:
@@ -157,7 +161,7 @@ def settings_from_policy(policy: Any) -> PredictionSettings:
     return settings
 
 
-def clamp_from_policy(policy: Any) -> Clamp:
+def clamp_from_policy(policy: Policy | None) -> Clamp:
     """The predictor's caps from the policy: the one place ``serve``, the live bot and ``simulate`` take them.
 
     Memory: :meth:`Policy.memory_cap` (``resize.max_memory`` and the top of the runner-class
