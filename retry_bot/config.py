@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from retry_bot.problems import ConfigError, Problem, find_line
+from retry_bot.problems import ConfigError, Problem, find_line, number_problem
 from runner_wrapper.logconfig import get_logger, register_secret
 
 log = get_logger("retry_bot.config")
@@ -212,13 +212,16 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
         if key not in tbl:
             return default
         v = tbl[key]
+        if typ in (int, (int, float)):  # numbers: the policy's check (no bool, nan or inf)
+            problem = number_problem(v, integer=typ is int, low=minimum)
+            if problem:
+                bad(f"{prefix}.{key}", problem)
+                return default
+            return v
         ok = isinstance(v, typ) and not (isinstance(v, bool) and bool not in (typ if isinstance(typ, tuple) else (typ,)))
         if not ok:
             tn = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
             bad(f"{prefix}.{key}", f"must be {tn}, got {v!r}")
-            return default
-        if minimum is not None and isinstance(v, (int, float)) and v < minimum:
-            bad(f"{prefix}.{key}", f"must be at least {minimum}, got {v!r}")
             return default
         return v
 

@@ -11,7 +11,6 @@ whole list at the end.  Unknown keys are problems too (a typo such as
 from __future__ import annotations
 
 import difflib
-import math
 import re
 import tomllib
 from importlib import resources
@@ -43,7 +42,7 @@ from retry_bot.policy.model import (
     VariableNames,
 )
 from retry_bot.policy.units import DurationError, parse_duration
-from retry_bot.problems import ConfigError, Problem, find_line
+from retry_bot.problems import ConfigError, Problem, find_line, kind, number_problem
 from runner_wrapper.quantity import QuantityError, parse_cpu, parse_memory
 
 __all__ = [
@@ -616,9 +615,7 @@ class _Bad(ValueError):
     """A conversion error whose message is shown as is."""
 
 
-def _kind(value: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
-            dict: "a table"}.get(type(value), type(value).__name__)
+_kind = kind
 
 
 def _join(path: str, key: str) -> str:
@@ -638,23 +635,18 @@ def _bool(v: Any) -> bool:
 
 def _int(lo: int, hi: int) -> Callable[[Any], int]:
     def conv(v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise _Bad(f"must be an integer from {lo} to {hi}, not {_kind(v)}")
-        if not lo <= v <= hi:
-            raise _Bad(f"{v} is out of range (must be from {lo} to {hi})")
-        return v
+        problem = number_problem(v, integer=True, low=lo, high=hi)
+        if problem:
+            raise _Bad(problem)
+        return int(v)
     return conv
 
 
 def _float(lo: float, hi: float, open_low: bool = False) -> Callable[[Any], float]:
     def conv(v: Any) -> float:
-        if isinstance(v, float) and not math.isfinite(v):
-            raise _Bad(f"must be a finite number, not {v!r}")
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise _Bad(f"must be a number, not {_kind(v)}")
-        if (v <= lo if open_low else v < lo) or v > hi:
-            low = f"above {lo:g}" if open_low else f"at least {lo:g}"
-            raise _Bad(f"{v:g} is out of range (must be {low} and at most {hi:g})")
+        problem = number_problem(v, low=lo, high=hi, open_low=open_low)
+        if problem:
+            raise _Bad(problem)
         return float(v)
     return conv
 
