@@ -59,7 +59,7 @@ def number_problem(value: Any, *, integer: bool = False, low: float | None = Non
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
         if integer and low is not None and high is not None:
             return f"must be an integer from {low} to {high}, not {kind(value)}"
-        return f"must be {'an integer' if integer else 'a number'}, not {kind(value)}"
+        return ("must be an integer, not " if integer else "must be a number, not ") + kind(value)
     too_low = low is not None and (value <= low if open_low else value < low)
     if too_low or (high is not None and value > high):
         if integer and low is not None and high is not None:
