@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from retry_bot.actions import ActionRunner, ActionSettings
 from retry_bot.config import BotConfig
-from retry_bot.gitlab.client import GitLabApiError, GitLabClient, NotFound, RetrySettings
+from retry_bot.gitlab.client import GitLabApiError, GitLabClient, NotFound
 from retry_bot.gitlab.jobdef import GeneratedPipelineSource
 from retry_bot.gitlab.pacing import RequestPacer
 from retry_bot.metrics import BotMetrics
@@ -76,9 +76,7 @@ class Bot:
         self._policy = self._load_policy()
         self.taxonomy = load_taxonomy(list(config.taxonomy_paths))
         g = config.gitlab
-        self.client = GitLabClient(g.url, g.token, retry=RetrySettings(
-            max_attempts=g.max_attempts, max_total_seconds=g.max_total_seconds,
-            max_wait_seconds=g.max_wait_seconds, request_timeout_seconds=g.request_timeout_seconds),
+        self.client = GitLabClient(g.url, g.token, retry=g.retry_settings(),
             observer=self.metrics.observe_api_call, clock=clock,
             pacer=RequestPacer(g.max_requests_per_minute or None, wall=clock,
                                on_wait=self.metrics.api_paced_seconds.inc))

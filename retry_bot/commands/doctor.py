@@ -319,7 +319,7 @@ def register(subparsers: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from retry_bot.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
-    from retry_bot.gitlab.client import GitLabClient, RetrySettings
+    from retry_bot.gitlab.client import GitLabClient
     from retry_bot.policy import default_policy, load_policy
 
     try:
@@ -332,9 +332,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"retry-bot doctor: cannot load the policy: {exc}", file=sys.stderr)
         return 2
     g = cfg.gitlab
-    client = GitLabClient(g.url, g.token, retry=RetrySettings(
-        max_attempts=g.max_attempts, max_wait_seconds=g.max_wait_seconds, max_total_seconds=g.max_total_seconds,
-        request_timeout_seconds=g.request_timeout_seconds))
+    client = GitLabClient(g.url, g.token, retry=g.retry_settings())
     try:
         checks = run_doctor(cfg, policy, client)
     finally:

@@ -43,7 +43,7 @@ def test_bot_toml_reports_type_and_range_like_the_policy() -> None:
 
 def test_the_policy_keeps_its_messages() -> None:
     with pytest.raises(ConfigError) as err:
-        parse_policy("schema_version = 1\n[resize]\nratio = nan\n")
+        parse_policy("version = 1\n[resize]\nratio = nan\n")
     assert "resize.ratio: must be a finite number, not nan" in str(err.value)
 
 
@@ -54,3 +54,26 @@ def test_accepted_exactly_when_a_finite_number_in_range(value: object, integer: 
     ok = (not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
           and math.isfinite(value) and -5 <= value <= 5)  # type: ignore[arg-type]
     assert (number_problem(value, integer=integer, low=-5, high=5) is None) == ok
+
+
+def test_bot_toml_gitlab_section_gives_the_clients_retry_bounds() -> None:
+    """``[gitlab]``'s retry keys reach :class:`RetrySettings` in one place, with one set of defaults."""
+    from retry_bot.gitlab.client import RetrySettings
+
+    cfg = parse_config(BOT, env={"T": "t"})
+    assert cfg.gitlab.retry_settings() == RetrySettings()  # the defaults agree
+    cfg = parse_config(BOT.replace('token_env = "T"', 'token_env = "T"\nmax_attempts = 2\nmax_wait_seconds = 3\n'
+                                   'max_total_seconds = 9\nrequest_timeout_seconds = 4'), env={"T": "t"})
+    assert cfg.gitlab.retry_settings() == RetrySettings(max_attempts=2, max_wait_seconds=3.0, max_total_seconds=9.0,
+                                                        request_timeout_seconds=4.0)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[storm]\nwindow = "30s"\n', "'30s' is out of range (from 60 to 86400 seconds)"),
+    ('[families.oom]\nbackoff = { initial = "2d" }\n', "'2d' is too long (at most 86400 seconds)"),
+    ('[resize.time]\nmax = "30s"\n', "'30s' is too short (at least 60 seconds)"),
+])
+def test_durations_keep_their_messages(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_policy("version = 1\n" + text)
+    assert message in str(err.value)
