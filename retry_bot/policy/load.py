@@ -650,9 +650,14 @@ def _float(lo: float, hi: float, open_low: bool = False) -> Callable[[Any], floa
     return conv
 
 
+def _zero(v: Any) -> bool:
+    """``0`` or ``"0"`` (a bump of nothing), never ``false``."""
+    return (v == 0 or v == "0") and not isinstance(v, bool)
+
+
 def _memory(allow_zero: bool = False) -> Callable[[Any], int]:
     def conv(v: Any) -> int:
-        if allow_zero and (v == 0 or v == "0") and not isinstance(v, bool):
+        if allow_zero and _zero(v):
             return 0
         if isinstance(v, float):
             raise _Bad(f"{v!r}: write memory as a quantity string (\"4Gi\", \"500M\") or whole bytes")
@@ -668,9 +673,7 @@ def _memory(allow_zero: bool = False) -> Callable[[Any], int]:
 
 def _cpu(allow_zero: bool = False) -> Callable[[Any], float]:
     def conv(v: Any) -> float:
-        if allow_zero and (v == 0 or v == "0") and not isinstance(v, bool):
-            return 0.0
-        return parse_cpu(v)
+        return 0.0 if allow_zero and _zero(v) else parse_cpu(v)
     return conv
 
 
