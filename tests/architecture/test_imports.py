@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import collections
 import importlib
-from pathlib import Path
 
 import pytest
 
@@ -125,7 +124,7 @@ def test_core_modules_import_no_edge() -> None:
     assert not problems, "core modules must stay pure (issue 14):\n" + "\n".join(problems)
 
 
-def test_the_boundary_check_sees_direct_deferred_and_indirect_imports(tmp_path: Path) -> None:
+def test_the_boundary_check_sees_direct_deferred_and_indirect_imports() -> None:
     """The checker itself: a deferred edge import in a core module, and one reached through a helper."""
     direct = ImportStmt("retry_bot.decide", "retry_bot.state.store", ROOT / "retry_bot/decide.py", 7, False)
     via = [ImportStmt("retry_bot.policy.load", "retry_bot.storm", ROOT / "retry_bot/policy/load.py", 9, False),
