@@ -69,13 +69,17 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from retry_bot.gitlab.client import (AmbiguousWrite, GitLabApiError, GitLabClient, GraphQLSchemaError, WriteNotSent,
                                      WriteRejected, parse_time)
 from retry_bot.policy.model import Action
 from retry_bot.state import ActionIntent, LeadershipLost, StateError
 from runner_wrapper.logconfig import get_logger
+
+if TYPE_CHECKING:
+    from retry_bot.metrics import BotMetrics
+    from retry_bot.state import Store
 
 __all__ = ["ActionRequest", "ActionRunner", "ActionSettings", "Outcome", "RequestKind", "TEMPLATE_BRIDGE",
            "PIPELINES_SCOPE", "pipeline_creation_hint"]
@@ -201,8 +205,8 @@ class ActionRunner:
     """Drives action intents to completion; call :meth:`start` for a new decision and
     :meth:`resume_all` every cycle (it also finishes what a crashed run left open)."""
 
-    def __init__(self, client: GitLabClient, store: Any, *, settings: ActionSettings = ActionSettings(),
-                 metrics: Any = None, clock: Callable[[], float] = time.time,
+    def __init__(self, client: GitLabClient, store: Store, *, settings: ActionSettings = ActionSettings(),
+                 metrics: BotMetrics | None = None, clock: Callable[[], float] = time.time,
                  on_new_job: Callable[[ActionRequest, int], None] | None = None) -> None:
         self.client = client
         self.store = store

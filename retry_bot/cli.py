@@ -61,13 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info", help="debug, info, warning or error")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(f"retry_bot.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"retry_bot.commands.{name}":
-                continue
-            raise
-        mod.register(sub)
+        # Every sub-command is part of the product: a missing or broken module fails loudly.
+        importlib.import_module(f"retry_bot.commands.{name}").register(sub)
     _plain_help(p)
     return p
 

@@ -17,10 +17,13 @@ import socket
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from retry_bot.problems import ConfigError, Problem, find_line
+from retry_bot.problems import ConfigError, Problem, find_line, number_problem
 from runner_wrapper.logconfig import get_logger, register_secret
+
+if TYPE_CHECKING:
+    from retry_bot.gitlab.client import RetrySettings
 
 log = get_logger("retry_bot.config")
 
@@ -41,6 +44,14 @@ class GitLabSettings:
     max_total_seconds: float = 120.0
     #: The bot's own budget of API requests per minute (0: none; GitLab's RateLimit-* headers still pace).
     max_requests_per_minute: int = 0
+
+    def retry_settings(self) -> RetrySettings:
+        """The client's retry bounds from ``[gitlab]`` (the one place they are carried over)."""
+        from retry_bot.gitlab.client import RetrySettings
+
+        return RetrySettings(max_attempts=self.max_attempts, max_total_seconds=self.max_total_seconds,
+                             max_wait_seconds=self.max_wait_seconds,
+                             request_timeout_seconds=self.request_timeout_seconds)
 
 
 @dataclass(frozen=True)
@@ -212,13 +223,16 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
         if key not in tbl:
             return default
         v = tbl[key]
+        if typ in (int, (int, float)):  # numbers: the policy's check (no bool, nan or inf)
+            problem = number_problem(v, integer=typ is int, low=minimum)
+            if problem:
+                bad(f"{prefix}.{key}", problem)
+                return default
+            return v
         ok = isinstance(v, typ) and not (isinstance(v, bool) and bool not in (typ if isinstance(typ, tuple) else (typ,)))
         if not ok:
             tn = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
             bad(f"{prefix}.{key}", f"must be {tn}, got {v!r}")
-            return default
-        if minimum is not None and isinstance(v, (int, float)) and v < minimum:
-            bad(f"{prefix}.{key}", f"must be at least {minimum}, got {v!r}")
             return default
         return v
 
@@ -243,15 +257,18 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
     token, token_source, problem = _read_secret(base, env, token_file, token_env)
     if problem:
         bad("gitlab.token_file", problem)
+    gd = GitLabSettings(url="")  # the defaults, written once (in the dataclass)
     gs = GitLabSettings(
         url=url.rstrip("/") if url else "",
         token=token or None,
         token_source=token_source,
-        request_timeout_seconds=float(get(g, "gitlab", "request_timeout_seconds", (int, float), 30.0, minimum=0.1)),
-        max_attempts=int(get(g, "gitlab", "max_attempts", int, 5, minimum=1)),
-        max_wait_seconds=float(get(g, "gitlab", "max_wait_seconds", (int, float), 60.0, minimum=0)),
-        max_total_seconds=float(get(g, "gitlab", "max_total_seconds", (int, float), 120.0, minimum=0)),
-        max_requests_per_minute=int(get(g, "gitlab", "max_requests_per_minute", int, 0, minimum=0)),
+        request_timeout_seconds=float(get(g, "gitlab", "request_timeout_seconds", (int, float),
+                                          gd.request_timeout_seconds, minimum=0.1)),
+        max_attempts=int(get(g, "gitlab", "max_attempts", int, gd.max_attempts, minimum=1)),
+        max_wait_seconds=float(get(g, "gitlab", "max_wait_seconds", (int, float), gd.max_wait_seconds, minimum=0)),
+        max_total_seconds=float(get(g, "gitlab", "max_total_seconds", (int, float), gd.max_total_seconds, minimum=0)),
+        max_requests_per_minute=int(get(g, "gitlab", "max_requests_per_minute", int, gd.max_requests_per_minute,
+                                        minimum=0)),
     )
 
     # [poll]

@@ -24,11 +24,11 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from retry_bot.actions import ActionRunner, ActionSettings
 from retry_bot.config import BotConfig
-from retry_bot.gitlab.client import GitLabApiError, GitLabClient, NotFound, RetrySettings
+from retry_bot.gitlab.client import GitLabApiError, GitLabClient, NotFound
 from retry_bot.gitlab.jobdef import GeneratedPipelineSource
 from retry_bot.gitlab.pacing import RequestPacer
 from retry_bot.metrics import BotMetrics
@@ -36,6 +36,13 @@ from retry_bot.poller import CycleReport, Poller, PollerSettings
 from retry_bot.problems import ConfigError
 from retry_bot.state import LeadershipLost
 from runner_wrapper.logconfig import get_logger, redact_url
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from retry_bot.model import JobFacts
+    from retry_bot.policy import Policy
+    from retry_bot.state import Store
+    from runner_wrapper.record import UsageRecord
 
 __all__ = ["Bot", "HistoryPredictor", "serve"]
 
@@ -53,9 +60,9 @@ class Bot:
         clock: epoch seconds (injectable).
     """
 
-    def __init__(self, config: BotConfig, *, dry_run: bool | None = None, registry: Any = None,
+    def __init__(self, config: BotConfig, *, dry_run: bool | None = None, registry: CollectorRegistry | None = None,
                  action_settings: ActionSettings | None = None, clock: Callable[[], float] = time.time,
-                 store: Any = None) -> None:
+                 store: Store | None = None) -> None:
         from retry_bot.classify import load_taxonomy
         from retry_bot.state import open_store
 
@@ -69,9 +76,7 @@ class Bot:
         self._policy = self._load_policy()
         self.taxonomy = load_taxonomy(list(config.taxonomy_paths))
         g = config.gitlab
-        self.client = GitLabClient(g.url, g.token, retry=RetrySettings(
-            max_attempts=g.max_attempts, max_total_seconds=g.max_total_seconds,
-            max_wait_seconds=g.max_wait_seconds, request_timeout_seconds=g.request_timeout_seconds),
+        self.client = GitLabClient(g.url, g.token, retry=g.retry_settings(),
             observer=self.metrics.observe_api_call, clock=clock,
             pacer=RequestPacer(g.max_requests_per_minute or None, wall=clock,
                                on_wait=self.metrics.api_paced_seconds.inc))
@@ -393,7 +398,7 @@ class HistoryPredictor:
     (:class:`retry_bot.predict.live.LiveHistory`: new records only, no reload).
     """
 
-    def __init__(self, store: Any, *, policy: Callable[[], Any] | None = None,
+    def __init__(self, store: Store, *, policy: Callable[[], Policy] | None = None,
                  clock: Callable[[], float] = time.time, refresh_seconds: float = 300.0) -> None:
         self.store = store
         self.policy = policy
@@ -421,7 +426,7 @@ class HistoryPredictor:
         self.settings = settings
         self.clamp = clamp_from_policy(pol)
 
-    def __call__(self, facts: Any, record: Any) -> int | None:
+    def __call__(self, facts: JobFacts, record: UsageRecord | None) -> int | None:
         from retry_bot.predict import extract_key
         from retry_bot.predict.estimator import resize_prediction
         from retry_bot.predict.live import LiveHistory

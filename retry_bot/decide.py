@@ -47,10 +47,11 @@ run with what is known so far), the poller makes it and asks again, then calls
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable
 
+from retry_bot.isotime import aware, parse_iso_time
 from retry_bot.model import (LINEAGE_ACTIONS, ORIGIN, Classification, Family, JobContext, JobFacts, LineageAttempt,
                              Read)
 from retry_bot.policy.model import (
@@ -668,7 +669,7 @@ class _Decider:
         return float(v) if v else None
 
     def _finished_at(self) -> datetime | None:
-        return _parse_time(self.facts.finished_at) or _parse_time(self.entry.finished_at)
+        return parse_iso_time(self.facts.finished_at) or parse_iso_time(self.entry.finished_at)
 
     def _age(self) -> float | None:
         if self.now is None:
@@ -676,7 +677,7 @@ class _Decider:
         done = self._finished_at()
         if done is None:
             return None
-        return max(0.0, (_aware(self.now) - done).total_seconds())
+        return max(0.0, (aware(self.now) - done).total_seconds())
 
     def _delay(self, rerun: int) -> float:
         delay = self.rule.backoff.delay(rerun)
@@ -792,17 +793,6 @@ def _parse_var(variables: Mapping[str, str], name: str, parse: Any) -> float | i
         return None
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        return _aware(datetime.fromisoformat(value.replace("Z", "+00:00")))
-    except ValueError:
-        return None
-
-
-def _aware(t: datetime) -> datetime:
-    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
 
 
 def _dur(seconds: float) -> str:

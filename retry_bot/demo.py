@@ -38,9 +38,15 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from runner_wrapper.logconfig import get_logger
+
+if TYPE_CHECKING:
+    from retry_bot.daemon import Bot
+    from retry_bot.gitlab.standin import StandIn
+    from retry_bot.gitlab.standin.cli import FailRules
+    from retry_bot.gitlab.standin.state import Job
 
 __all__ = ["run_demo", "DemoResult", "project_ci_yaml", "template_text", "demo_cgroup_dirs", "remove_demo_cgroups",
            "timeline_lines", "TIMELINE_WIDTH"]
@@ -282,7 +288,7 @@ def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = Fa
                          "is a Developer's")
         names: dict[int, str] = {}
 
-        def on_job(job: Any) -> None:
+        def on_job(job: Job) -> None:
             if job.spec.is_bridge:
                 if job.status in ("success", "failed"):
                     tl.add("gitlab", f"bridge {job.name} -> child pipeline {job.downstream_pipeline_id} ({job.status})")
@@ -424,7 +430,7 @@ def _print_summary(result: DemoResult, out: TextIO, tmp: Path, keep: bool) -> No
           + (f" (files kept in {tmp})" if keep else ""), file=out)
 
 
-def serve_drill(standin: Any, rules: Any, tmp: Path, url: str, key: str, out: TextIO,
+def serve_drill(standin: StandIn, rules: FailRules, tmp: Path, url: str, key: str, out: TextIO,
                 serving: threading.Event | None = None) -> None:
     """Keep the stand-in and its runners up, with the control endpoint, until SIGINT/SIGTERM."""
     from retry_bot.gitlab.standin.cli import ControlServer, drill_bot_config, write_info
@@ -456,7 +462,7 @@ fault drill: the stand-in ({url}) and its runners keep running; Ctrl-C ends them
         control.close()
 
 
-def _outcomes(standin: Any, bot: Any) -> dict[str, bool]:
+def _outcomes(standin: StandIn, bot: Bot) -> dict[str, bool]:
     jobs = [j for j in standin.jobs("demo/app") if not j.spec.is_bridge]
     by = lambda n: [j for j in jobs if j.name == n]  # noqa: E731
     builds = by("build")

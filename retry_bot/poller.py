@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from retry_bot.actions import ActionRequest, ActionRunner, Outcome, RequestKind
 from retry_bot.classify import classify, extract_verified_record, facts_from_job_json
@@ -46,6 +46,13 @@ from retry_bot.policy.model import Action
 from retry_bot.state import ActionIntent, LeadershipLost
 from retry_bot.storm import HELD_SCOPE, STORM_SCOPE, StormState, release_times
 from runner_wrapper.logconfig import get_logger
+
+if TYPE_CHECKING:
+    from retry_bot.classify import Taxonomy
+    from retry_bot.metrics import BotMetrics
+    from retry_bot.policy import Policy
+    from retry_bot.state import Store
+    from runner_wrapper.record import UsageRecord
 
 __all__ = ["Poller", "PollerSettings", "CycleReport", "JobOutcome", "WATCH_SCOPE", "dry_run_scope", "share_budget"]
 
@@ -148,10 +155,10 @@ class Poller:
         predictor: optional ``(facts, record) -> predicted memory bytes``.
     """
 
-    def __init__(self, client: GitLabClient, store: Any, *, settings: PollerSettings,
-                 policy: Callable[[], Any], taxonomy: Any, signing_keys: Mapping[str, bytes],
-                 actions: ActionRunner, metrics: Any = None, clock: Callable[[], float] = time.time,
-                 predictor: Callable[[JobFacts, Any], int | None] | None = None) -> None:
+    def __init__(self, client: GitLabClient, store: Store, *, settings: PollerSettings,
+                 policy: Callable[[], Policy], taxonomy: Taxonomy, signing_keys: Mapping[str, bytes],
+                 actions: ActionRunner, metrics: BotMetrics | None = None, clock: Callable[[], float] = time.time,
+                 predictor: Callable[[JobFacts, UsageRecord | None], int | None] | None = None) -> None:
         self.client = client
         self.store = store
         self.settings = settings

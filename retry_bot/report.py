@@ -22,7 +22,10 @@ import json
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from retry_bot.state import LineageMember, Store
 
 __all__ = ["Point", "ReportData", "ReportError", "collect_from_trace", "collect_from_store", "render_html",
            "render_png", "find_chromium", "output_format"]
@@ -132,7 +135,7 @@ def collect_from_trace(path: str, policy_path: str | None = None, top: int = 8) 
         unit=_unit([source_of[p] for p in chosen]))
 
 
-def collect_from_store(store: Any, top: int = 8) -> ReportData:
+def collect_from_store(store: Store, top: int = 8) -> ReportData:
     """Gather the page's data from a :class:`retry_bot.state.Store`.
 
     OOM kills and recoveries come from two places, merged by job id: the usage
@@ -256,7 +259,7 @@ def collect_from_store(store: Any, top: int = 8) -> ReportData:
         unit=_unit([source_of.get(p, "job") for p in chosen]))
 
 
-def _member_of(store: Any, job_id: int) -> Any:
+def _member_of(store: Store, job_id: int) -> LineageMember | None:
     try:
         lin = store.lineage_for(job_id)
     except Exception:  # noqa: BLE001
@@ -275,7 +278,7 @@ def _quantity(value: Any) -> float | None:
         return None
 
 
-def _store_families(store: Any) -> tuple[dict[str, int], str]:
+def _store_families(store: Store) -> tuple[dict[str, int], str]:
     try:
         counts = dict(store.family_counts())
     except Exception as exc:  # noqa: BLE001 - a picture without this part is still useful

@@ -29,7 +29,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from urllib.parse import parse_qs, urlsplit
 
 from retry_bot.httpserver import (
@@ -40,6 +40,10 @@ from retry_bot.predict.history import HistoryIndex
 from retry_bot.predict.live import LiveHistory
 from retry_bot.predict.keys import SpecError, extract_key, parse_spack_spec
 from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from retry_bot.state import Store
 
 __all__ = ["AllocationServer", "IngestResult", "ingest_records", "make_metrics", "record_fingerprint",
            "count_rejected_once"]
@@ -92,7 +96,7 @@ def record_fingerprint(data: Any, raw: bytes | str | None = None, where: str = "
     return hashlib.sha256(blob).hexdigest()
 
 
-def count_rejected_once(store: Any, source: str, reason: str, fingerprint: str) -> bool:
+def count_rejected_once(store: Store, source: str, reason: str, fingerprint: str) -> bool:
     """Count a rejected record in ``store`` unless the same record (``fingerprint``) was counted for ``source``.
 
     Returns ``True`` when it was counted now.  The first sighting is remembered
@@ -118,7 +122,7 @@ def count_rejected_once(store: Any, source: str, reason: str, fingerprint: str) 
 class _Metrics:
     """The endpoint's Prometheus metrics (registered on the given registry)."""
 
-    def __init__(self, registry: Any):
+    def __init__(self, registry: CollectorRegistry):
         from prometheus_client import Counter, Histogram
 
         self.requests = Counter("rightsizer_http_requests_total", "HTTP requests by endpoint and status",
@@ -179,13 +183,13 @@ def _json_kind(value: Any) -> str:
     return f"{kind} ({shown})" if value is not None and len(shown) <= 40 else kind
 
 
-def make_metrics(registry: Any) -> _Metrics:
+def make_metrics(registry: CollectorRegistry) -> _Metrics:
     return _Metrics(registry)
 
 
 def ingest_records(
     records: Iterable[tuple[str, Any] | tuple[str, Any, bytes | str | None]],
-    store: Any,
+    store: Store,
     keys: Mapping[str, bytes],
     source: str,
     metrics: _Metrics | None = None,
@@ -267,11 +271,11 @@ class AllocationServer:
 
     def __init__(
         self,
-        store: Any = None,
+        store: Store | None = None,
         settings: PredictionSettings = DEFAULT_SETTINGS,
         tokens: Iterable[str] = (),
         signing_keys: Mapping[str, bytes] | None = None,
-        registry: Any = None,
+        registry: CollectorRegistry | None = None,
         max_body: int = DEFAULT_MAX_BODY,
         clamp: Clamp = Clamp(),
         index: HistoryIndex | None = None,

@@ -16,6 +16,10 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, NamedTuple
 
+# ``wrapper.toml`` is unreadable or keys have wrong values: ``problems`` lists every one (one line
+# each; the message joins them), so ``runner-wrapper doctor`` reports them all, not only the first.
+from runner_wrapper.problems import ConfigError
+
 __all__ = [
     "ConfigError",
     "WrapperConfig",
@@ -44,18 +48,6 @@ CONFIG_ENV = "RUNNER_WRAPPER_CONFIG"
 #: from the driver's own ``config`` output: a job cannot set it (its variables arrive as ``CUSTOM_ENV_*``).
 CONFIG_JSON_ENV = "RUNNER_WRAPPER_CONFIG_JSON"
 BACKENDS = ("auto", "v2", "v1", "psutil")
-
-
-class ConfigError(ValueError):
-    """``wrapper.toml`` is unreadable or keys have wrong values; the message names each one.
-
-    ``problems`` lists every problem found (one line each; the message joins them), so
-    ``runner-wrapper doctor`` reports all of them at once, not only the first.
-    """
-
-    def __init__(self, message: str, problems: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.problems: list[str] = list(problems) if problems else [message]
 
 
 class CgroupSettings(NamedTuple):
@@ -387,7 +379,7 @@ def config_from_mapping(data: Mapping[str, Any], source: str | None = None) -> W
     record = RecordSettings(variables=tuple(n.strip() for n in names))
     rec.done()
     if problems:
-        raise ConfigError("\n".join(problems), problems)
+        raise ConfigError(problems)
     return WrapperConfig(cgroup=cgroup, limits=limits, variables=variables, sampler_interval=interval,
                          signing=signing, sinks=sinks, allocation=allocation, executor=executor, record=record,
                          source=source)

@@ -64,25 +64,21 @@ def resolve_limits(
     def pick(kind: str, var: str, parse: Callable[[str], float | int], default: float | int | None,
              show: Callable[[float | int], str]) -> float | int | None:
         nonlocal warnings
-        raw = variables.get(var, "").strip()
-        if raw:
+        fallback = f"the default {show(default)}" if default is not None else "no value"
+        # The job's own variable first, then the suggestion; a bad value is a warning and the next one counts.
+        for raw, source, ignored, tail in (
+                (variables.get(var, "").strip(), f"job variable {var}", f"job variable {var}", f"; using {fallback}"),
+                (str(suggested.get(var, "")).strip(), f"{suggested_by} {var}", f"{suggested_by} value {var}", "")):
+            if not raw:
+                continue
             try:
                 value = parse(raw)
-                sources[kind] = f"job variable {var}={raw}"
-                return value
             except QuantityError as exc:
                 warnings += 1
-                fallback = f"the default {show(default)}" if default is not None else "no value"
-                msgs.append(f"WARNING: ignoring job variable {var}={raw!r}: {exc}; using {fallback}")
-        sraw = str(suggested.get(var, "")).strip()
-        if sraw:
-            try:
-                value = parse(sraw)
-                sources[kind] = f"{suggested_by} {var}={sraw}"
-                return value
-            except QuantityError as exc:
-                warnings += 1
-                msgs.append(f"WARNING: ignoring {suggested_by} value {var}={sraw!r}: {exc}")
+                msgs.append(f"WARNING: ignoring {ignored}={raw!r}: {exc}{tail}")
+                continue
+            sources[kind] = f"{source}={raw}"
+            return value
         if default is not None:
             sources[kind] = "default from wrapper.toml"
             return default

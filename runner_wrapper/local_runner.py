@@ -364,6 +364,14 @@ def parse_config_output(out: bytes) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if v is not None}
 
 
+def _signal_group(pgid: int, sig: int) -> None:
+    """``kill(-pgid, sig)``; a group that is already gone is not an error."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
 def _interpret(stage: str, rc: int, exit_code_file: Path) -> StageCall:
     """How GitLab Runner reads a driver's exit (R ``command.go`` ``waitForCommand``)."""
     if rc == 0:
@@ -522,17 +530,11 @@ class _Job:
         if ended:
             # R helpers/process/killer.go: SIGTERM to the group, graceful_kill_timeout, SIGKILL,
             # force_kill_timeout, then give up.
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            _signal_group(proc.pid, signal.SIGTERM)
             try:
                 out, err = proc.communicate(timeout=self.graceful)
             except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                _signal_group(proc.pid, signal.SIGKILL)
                 try:
                     out, err = proc.communicate(timeout=self.force)
                 except subprocess.TimeoutExpired:

@@ -5,7 +5,8 @@
 - an append-only **spool** file (JSON Lines, ``fsync``-ed): every record, always,
   so nothing is lost when the collector is down;
 - an HTTP **collector** (``POST`` JSON, bearer token from an environment variable,
-  tenacity retries with exponential back-off);
+  tenacity retries with exponential back-off): the one client is
+  :func:`runner_wrapper.spool.http_deliver`, which ``spool send`` uses too;
 - a Prometheus **node_exporter textfile** (written to a temporary file, then renamed).
 
 Records are signed (HMAC-SHA256, :mod:`runner_wrapper.record`) when a key is
@@ -72,40 +73,24 @@ def post_collector(url: str, data: Mapping[str, Any], token: str | None, timeout
                    wait_initial: float = 0.5, wait_max: float = 4.0) -> int:
     """POST the record as JSON; retries connection errors and 5xx/429.  Returns the HTTP status.
 
-    Raises :class:`CollectorError` after the last attempt (the record is already in the spool).
+    Sent by :func:`runner_wrapper.spool.http_deliver` (the one collector client, which ``spool send``
+    uses too).  Raises :class:`CollectorError` after the last attempt (the record is already in the
+    spool), or at once when the collector refuses the record (any other status; 3xx included).
     """
     import json
-    import urllib.error
-    import urllib.request
 
-    from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+    from runner_wrapper.spool import http_deliver
 
     body = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-    headers = {"Content-Type": "application/json", "User-Agent": "runner-wrapper"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-
-    class _Retryable(Exception):
-        pass
-
-    @retry(stop=stop_after_attempt(max(1, attempts)), wait=wait_exponential(multiplier=wait_initial, max=wait_max),
-           retry=retry_if_exception_type(_Retryable), reraise=True)
-    def _send() -> int:
-        req = urllib.request.Request(url, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return resp.status
-        except urllib.error.HTTPError as exc:
-            if exc.code >= 500 or exc.code == 429:
-                raise _Retryable(f"HTTP {exc.code}") from None
-            raise CollectorError(f"collector refused the record: HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise _Retryable(str(getattr(exc, "reason", exc))) from None
-
-    try:
-        return _send()
-    except _Retryable as exc:
-        raise CollectorError(f"collector unreachable after {attempts} attempt(s): {exc}") from None
+    answer = http_deliver(url, token, timeout, attempts, wait_initial, wait_max, user_agent="runner-wrapper")(body)
+    status = answer.status
+    if status is not None and 200 <= status < 300:
+        return status
+    if status is None or status >= 500 or status == 429:
+        why = answer.error if status is None else f"HTTP {status}"
+        raise CollectorError(f"collector unreachable after {attempts} attempt(s): {why}")
+    detail = f": {answer.error}" if answer.error else ""
+    raise CollectorError(f"collector refused the record: HTTP {status}{detail}")
 
 
 def write_textfile(path: str, record: Mapping[str, Any]) -> None:

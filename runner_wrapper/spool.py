@@ -28,7 +28,8 @@ anything else (404, HTML error pages...)  stop, offset kept
 
 The core (:func:`send_spool`) takes the HTTP edge as a callable
 (:data:`Deliver`), so it is tested against any collector; :func:`http_deliver`
-is the real one (urllib + tenacity, as :func:`runner_wrapper.sinks.post_collector`).
+is the real one (urllib + tenacity), and the only one: :func:`runner_wrapper.sinks.post_collector`
+sends through it.
 """
 
 from __future__ import annotations
@@ -327,18 +328,22 @@ def _why(ans: Answer) -> str:
 
 
 def http_deliver(url: str, token: str | None, timeout: float = 5.0, attempts: int = 3,
-                 wait_initial: float = 0.5, wait_max: float = 4.0) -> Deliver:
-    """The real edge: POST each record as ``application/json`` with ``Authorization: Bearer``.
+                 wait_initial: float = 0.5, wait_max: float = 4.0,
+                 user_agent: str = "runner-wrapper spool-send") -> Deliver:
+    """The real edge, and the wrapper's one collector client: POST each record as
+    ``application/json`` with ``Authorization: Bearer`` (``executor cleanup`` sends through it too,
+    via :func:`runner_wrapper.sinks.post_collector`).
 
     Connection errors, 5xx and 429 are retried with tenacity (``attempts`` in
     all, exponential back-off); the last answer is returned, never raised.
     """
+    import http.client
     import urllib.error
     import urllib.request
 
     from tenacity import retry, retry_if_result, stop_after_attempt, wait_exponential
 
-    headers = {"Content-Type": "application/json", "User-Agent": "runner-wrapper spool-send"}
+    headers = {"Content-Type": "application/json", "User-Agent": user_agent}
     if token:
         headers["Authorization"] = f"Bearer {token}"
 
@@ -358,7 +363,9 @@ def http_deliver(url: str, token: str | None, timeout: float = 5.0, attempts: in
             except OSError:
                 payload = b""
             return _answer(exc.code, payload)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+            # HTTPException: a bad port in the URL (InvalidURL), or something that is not HTTP answering
+            # (BadStatusLine): no answer, like a refused connection
             reason = getattr(exc, "reason", exc)
             return Answer(None, str(reason) or type(exc).__name__)
 

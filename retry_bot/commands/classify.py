@@ -23,7 +23,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from retry_bot.model import Classification, JobFacts
+    from runner_wrapper.record import UsageRecord
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -32,7 +36,7 @@ DEFAULT_KEY_ENV = "RIGHTSIZER_SIGNING_KEY"
 OFFLINE_JOB_NAME = "(offline trace)"
 
 
-def facts_from_record(record: Any) -> Any:
+def facts_from_record(record: UsageRecord) -> JobFacts:
     """:class:`~retry_bot.model.JobFacts` from a *verified* usage record (when no job JSON is given).
 
     The record is signed by the runner wrapper, which took the job's identity
@@ -228,15 +232,10 @@ class _PolicyProblem(Exception):
         self.lines = lines
 
 
-def _decide(args: argparse.Namespace, facts: Any, verdict: Any, record: Any) -> tuple[dict[str, Any] | None, str | None, str | None, str | None]:
-    """Run the real decision function with the given (or default) policy, when it exists."""
-    try:
-        from retry_bot.decide import ClassUsage, decide
-        from retry_bot.policy import default_policy, load_policy
-    except ImportError:
-        if args.policy is not None:
-            raise _PolicyProblem("--policy given but the policy module is not available", [])
-        return None, None, None, None
+def _decide(args: argparse.Namespace, facts: JobFacts, verdict: Classification, record: UsageRecord | None) -> tuple[dict[str, Any] | None, str | None, str | None, str | None]:
+    """Run the real decision function with the given (or default) policy."""
+    from retry_bot.decide import ClassUsage, decide
+    from retry_bot.policy import default_policy, load_policy
     from retry_bot.problems import ConfigError
 
     try:
@@ -250,7 +249,7 @@ def _decide(args: argparse.Namespace, facts: Any, verdict: Any, record: Any) -> 
     return d, d.get("action"), d.get("reason"), source
 
 
-def _record_summary(record: Any, rejected: str | None) -> dict[str, Any] | None:
+def _record_summary(record: UsageRecord | None, rejected: str | None) -> dict[str, Any] | None:
     if record is None and rejected is None:
         return None
     out: dict[str, Any] = {"verified": record is not None, "rejected": rejected}

@@ -26,7 +26,12 @@ import fnmatch
 import json
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from retry_bot.config import BotConfig
+    from retry_bot.gitlab.client import GitLabClient
+    from retry_bot.policy import Policy
 
 __all__ = ["register", "handle", "Check", "ProjectFacts", "PolicyNeeds", "evaluate_gitlab", "evaluate_project",
            "gather", "needs_of"]
@@ -57,7 +62,7 @@ class PolicyNeeds:
     resize: bool = False
 
 
-def needs_of(policy: Any) -> PolicyNeeds:
+def needs_of(policy: Policy) -> PolicyNeeds:
     """Which writes a policy can lead to (families, categories and overrides)."""
     actions = {str(getattr(r.action, "value", r.action)) for r in policy.families.values()}
     for upd in list(policy.categories.values()) + [o.update for o in getattr(policy, "overrides", ())]:
@@ -238,7 +243,7 @@ def _template_checks(f: ProjectFacts) -> list[Check]:
 # --------------------------------------------------------------------------- the edge
 
 
-def gather(client: Any, project: str, user_id: int | None) -> ProjectFacts:
+def gather(client: GitLabClient, project: str, user_id: int | None) -> ProjectFacts:
     """Read one project's facts through :class:`~retry_bot.gitlab.client.GitLabClient`."""
     from retry_bot.gitlab.client import GitLabApiError
 
@@ -273,7 +278,7 @@ def gather(client: Any, project: str, user_id: int | None) -> ProjectFacts:
                         merged_yaml=merged, lint_error=lint_error, protected_error=protected_error)
 
 
-def run_doctor(config: Any, policy: Any, client: Any) -> list[Check]:
+def run_doctor(config: BotConfig, policy: Policy, client: GitLabClient) -> list[Check]:
     """Every check for one bot configuration."""
     from retry_bot.gitlab.client import GitLabApiError
 
@@ -314,7 +319,7 @@ def register(subparsers: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from retry_bot.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
-    from retry_bot.gitlab.client import GitLabClient, RetrySettings
+    from retry_bot.gitlab.client import GitLabClient
     from retry_bot.policy import default_policy, load_policy
 
     try:
@@ -327,9 +332,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"retry-bot doctor: cannot load the policy: {exc}", file=sys.stderr)
         return 2
     g = cfg.gitlab
-    client = GitLabClient(g.url, g.token, retry=RetrySettings(
-        max_attempts=g.max_attempts, max_wait_seconds=g.max_wait_seconds, max_total_seconds=g.max_total_seconds,
-        request_timeout_seconds=g.request_timeout_seconds))
+    client = GitLabClient(g.url, g.token, retry=g.retry_settings())
     try:
         checks = run_doctor(cfg, policy, client)
     finally:

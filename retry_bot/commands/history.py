@@ -17,7 +17,10 @@ import json
 import os
 import sys
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from retry_bot.state import Store
 
 __all__ = ["register", "handle", "render"]
 
@@ -78,7 +81,7 @@ def _attempt(stored: Any) -> Any:
     return stored + 1 if isinstance(stored, int) else stored
 
 
-def dry_run_events(store: Any, events: list[dict[str, Any]], job_id: int) -> list[dict[str, Any]]:
+def dry_run_events(store: Store, events: list[dict[str, Any]], job_id: int) -> list[dict[str, Any]]:
     """The provisional (dry-run) decisions of the lineage's jobs, as ``decided`` events."""
     from retry_bot.poller import dry_run_scope
 

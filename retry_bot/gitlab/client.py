@@ -42,7 +42,6 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import quote
 
@@ -53,6 +52,7 @@ import requests
 import tenacity
 
 from retry_bot.gitlab.pacing import RequestPacer
+from retry_bot.isotime import parse_iso_time
 from runner_wrapper.logconfig import get_logger, register_secret
 
 __all__ = [
@@ -298,15 +298,8 @@ def _retry_hint(headers: Mapping[str, str] | None, now: float) -> float | None:
     return None
 
 
-def parse_time(value: str | None) -> datetime | None:
-    """GitLab's ISO 8601 timestamps (``2026-11-21T23:19:16.123Z``) as aware datetimes."""
-    if not value:
-        return None
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+#: GitLab's ISO 8601 timestamps (``2026-11-21T23:19:16.123Z``) as aware datetimes (one parser: isotime.py).
+parse_time = parse_iso_time
 
 
 class _NoRetryGitlab(gitlab.Gitlab):

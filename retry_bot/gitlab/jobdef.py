@@ -12,6 +12,11 @@ A failed job is re-created from the configuration that produced it:
 The parsing half (:func:`find_job`) is pure and works on YAML text; the
 fetching half (:func:`fetch_job_definition`) is the thin edge over
 :class:`~retry_bot.gitlab.client.GitLabClient`.
+
+GitLab's CI syntax (``!reference`` tags, the ``extends`` merge and its limits, the global keywords)
+is read by :mod:`retry_bot.gitlab.cisyntax`, which the stand-in's pipeline builder uses too (one
+implementation, cited to GitLab's source); ``rules:if`` by the stand-in's expression evaluator.
+This module only picks one job out of a configuration.
 """
 
 from __future__ import annotations
@@ -21,9 +26,14 @@ import fnmatch
 import itertools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-import yaml
+from retry_bot.gitlab.cisyntax import (
+    GLOBAL_KEYWORDS, CiConfigError, ExtendsResolver, parse_yaml, resolve_references,
+)
+
+if TYPE_CHECKING:
+    from retry_bot.gitlab.client import GitLabClient
 
 __all__ = [
     "JobDefinition",
@@ -34,11 +44,6 @@ __all__ = [
     "GLOBAL_KEYWORDS",
 ]
 
-#: Top-level keys of a CI configuration that are not jobs.
-GLOBAL_KEYWORDS = frozenset({
-    "default", "include", "stages", "variables", "workflow", "image", "services", "cache",
-    "before_script", "after_script", "types", "spec",
-})
 #: Keys of ``default:`` (and their legacy top-level twins) that a job inherits.
 DEFAULT_KEYS = ("after_script", "artifacts", "before_script", "cache", "hooks", "id_tokens", "image",
                 "interruptible", "retry", "services", "tags", "timeout")
@@ -82,41 +87,31 @@ class GeneratedPipelineSource:
 
 def _load(text: str) -> dict[str, Any]:
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise JobDefinitionError(f"CI configuration is not valid YAML: {exc}") from exc
+        doc = parse_yaml(text, "CI configuration")
+    except CiConfigError as exc:
+        raise JobDefinitionError(str(exc)) from exc
     if not isinstance(doc, dict):
         raise JobDefinitionError("CI configuration is not a mapping of jobs")
     return doc
 
 
-def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """GitLab's ``extends`` merge: hashes merge deeply, everything else is replaced."""
-    out = copy.deepcopy(dict(base))
-    for k, v in over.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
-            out[k] = _deep_merge(out[k], v)
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
+def _job_body(doc: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The job with ``extends`` merged and ``!reference`` tags resolved, as GitLab expands it.
 
+    A merged configuration has both done already (the merge is idempotent); a generated child
+    configuration (an artifact) may still use them.  Only this job's chain is resolved: a Spack
+    child pipeline has thousands of jobs.
+    """
+    resolver = ExtendsResolver(doc)
 
-def _resolve_extends(doc: Mapping[str, Any], name: str, depth: int = 0) -> dict[str, Any]:
-    if depth > 11:  # GitLab's own limit is 11 levels
-        raise JobDefinitionError(f"job {name!r}: extends nests too deeply")
-    job = doc.get(name)
-    if not isinstance(job, Mapping):
-        raise JobDefinitionError(f"extends target {name!r} is not a job or template")
-    parents = job.get("extends")
-    if not parents:
-        return dict(job)
-    if isinstance(parents, str):
-        parents = [parents]
-    merged: dict[str, Any] = {}
-    for p in parents:
-        merged = _deep_merge(merged, _resolve_extends(doc, str(p), depth + 1))
-    own = {k: v for k, v in job.items() if k != "extends"}
-    return _deep_merge(merged, own)
+    def top(key: str) -> Any:
+        value = doc[key]  # KeyError: the reference is reported as not found
+        return resolver(key) if isinstance(value, Mapping) and key not in GLOBAL_KEYWORDS else value
+
+    try:
+        return resolve_references(resolver(name), top)
+    except CiConfigError as exc:
+        raise JobDefinitionError(f"job {name!r}: {exc}") from exc
 
 
 def _matrix_instances(matrix: Any) -> list[dict[str, str]]:
@@ -144,6 +139,7 @@ def _rule_variables(rules: Any, scope: Mapping[str, str], where: str) -> dict[st
     ``rules:changes``/``exists`` count as matching (always true for API pipelines, mechanics
     §11.1); an ``if`` this evaluator cannot read inlines nothing (logged by the caller's reason).
     """
+    # Deferred: ``rules:if`` is read by the stand-in's evaluator, and importing it loads the stand-in package.
     from retry_bot.gitlab.standin.expressions import ExpressionError, evaluate
 
     if not isinstance(rules, list):
@@ -206,7 +202,7 @@ def find_job(config_text: str, job_name: str, *, source: str = "merged_yaml",
             raise JobDefinitionError(f"job {job_name!r} is not in the CI configuration ({source})")
     if base in GLOBAL_KEYWORDS or base.startswith("."):
         raise JobDefinitionError(f"{base!r} is not a job")
-    body = _resolve_extends(doc, base)
+    body = _job_body(doc, base)
     if "trigger" in body:
         raise JobDefinitionError(f"job {job_name!r} is a trigger (bridge) job, not a build job")
     if "script" not in body and "run" not in body:
@@ -253,7 +249,7 @@ def _matches(name: str, pattern: str) -> bool:
     return name == pattern or fnmatch.fnmatchcase(name, pattern)
 
 
-def fetch_job_definition(client: Any, project: int | str, job: Mapping[str, Any], *,
+def fetch_job_definition(client: GitLabClient, project: int | str, job: Mapping[str, Any], *,
                          pipeline_source: str | None = None,
                          generated: Sequence[GeneratedPipelineSource] = (),
                          parent_pipeline_id: int | None = None,

@@ -20,28 +20,9 @@ from retry_bot.policy.load import (
     parse_policy,
     policy_from_dict,
 )
-from retry_bot.policy.model import (
-    MAX_BUDGET,
-    PIPELINE_SOURCES,
-    Action,
-    Backoff,
-    BeyondTop,
-    CpuRule,
-    LastAttempt,
-    MemoryFormat,
-    Override,
-    Placement,
-    Policy,
-    ResizeRule,
-    ResolvedRule,
-    Rule,
-    RuleUpdate,
-    RunnerClass,
-    SourceRule,
-    TimeRule,
-    UnknownLimit,
-    VariableNames,
-)
+# The data model, whole: every name of its ``__all__`` (listed once, there).
+from retry_bot.policy import model as _model
+from retry_bot.policy.model import *  # noqa: F403
 from retry_bot.policy.resize import (
     format_memory_within,
     memory_need,
@@ -54,9 +35,7 @@ from retry_bot.policy.resize import (
 from retry_bot.policy.units import parse_duration
 
 __all__ = [
-    "Action", "Backoff", "BeyondTop", "CpuRule", "LastAttempt", "UnknownLimit", "MemoryFormat", "Override",
-    "Placement", "Policy", "ResizeRule", "ResolvedRule", "Rule", "RuleUpdate", "RunnerClass", "SourceRule", "TimeRule",
-    "VariableNames", "MAX_BUDGET", "PIPELINE_SOURCES", "SCHEMA_VERSION",
+    *_model.__all__, "SCHEMA_VERSION",
     "load_policy", "parse_policy", "policy_from_dict", "default_policy", "default_policy_text",
     "policy_to_dict", "resize_memory", "resize_cpu", "resize_timeout", "memory_used", "memory_need", "round_up",
     "format_memory_within", "parse_duration",

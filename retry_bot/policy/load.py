@@ -11,7 +11,6 @@ whole list at the end.  Unknown keys are problems too (a typo such as
 from __future__ import annotations
 
 import difflib
-import math
 import re
 import tomllib
 from importlib import resources
@@ -43,7 +42,7 @@ from retry_bot.policy.model import (
     VariableNames,
 )
 from retry_bot.policy.units import DurationError, parse_duration
-from retry_bot.problems import ConfigError, Problem, find_line
+from retry_bot.problems import ConfigError, Problem, find_line, kind, number_problem
 from runner_wrapper.quantity import QuantityError, parse_cpu, parse_memory
 
 __all__ = [
@@ -331,9 +330,9 @@ class _Reader:
 
     def backoff(self, value: Any, path: str, default: Backoff) -> Backoff:
         t = self.table(value, path, _BACKOFF_KEYS)
-        initial = self.take(t, "initial", path, default.initial, _duration_max(86400.0), "a duration")
+        initial = self.take(t, "initial", path, default.initial, _duration(hi=86400.0), "a duration")
         factor = self.take(t, "factor", path, default.factor, _float(1.0, 10.0), "a number from 1 to 10")
-        maximum = self.take(t, "max", path, default.max, _duration_max(7 * 86400.0), "a duration")
+        maximum = self.take(t, "max", path, default.max, _duration(hi=7 * 86400.0), "a duration")
         if maximum < initial:
             self.problem(_join(path, "max"), f"is below initial ({maximum:g}s < {initial:g}s)")
         return Backoff(initial=initial, factor=factor, max=maximum)
@@ -374,54 +373,53 @@ class _Reader:
             out[cat] = upd
         return out
 
+    def _bump(self, t: dict[str, Any], path: str, defaults: Any,
+              fields: Mapping[str, tuple[Callable[[Any], Any], str]]) -> dict[str, Any]:
+        """The keys of a bump rule (memory, CPU, time): ``ratio`` (one check for all three), then ``fields``."""
+        out = {"ratio": self.take(t, "ratio", path, defaults.ratio, _float(1.0, 10.0, open_low=True),
+                                  "a number above 1 and at most 10")}
+        for key, (conv, what) in fields.items():
+            out[key] = self.take(t, key, path, getattr(defaults, key), conv, what)
+        return out
+
+    def _not_above(self, rule: Any, path: str, key: str, cap: str) -> None:
+        """A rule's default (assumed in force when nothing says) may not exceed its cap."""
+        value = getattr(rule, key)
+        if value is not None and value > getattr(rule, cap):
+            self.problem(_join(path, key), f"is above {cap}")
+
     def resize(self, value: Any, path: str) -> ResizeRule:
         t = self.table(value, path, _RESIZE_KEYS)
-        d = ResizeRule()
+        memory = (_memory(), "a memory quantity")
         r = ResizeRule(
-            ratio=self.take(t, "ratio", path, d.ratio, _float(1.0, 10.0, open_low=True),
-                            "a number above 1 and at most 10"),
-            min_bump=self.take(t, "min_bump", path, d.min_bump, _memory(allow_zero=True), "a memory quantity"),
-            granularity=self.take(t, "granularity", path, d.granularity, _memory(), "a memory quantity"),
-            max_memory=self.take(t, "max_memory", path, d.max_memory, _memory(), "a memory quantity"),
-            default_memory=self.take(t, "default_memory", path, d.default_memory, _memory(), "a memory quantity"),
-            unknown_limit=self.take(t, "unknown_limit", path, d.unknown_limit, _enum(UnknownLimit), "max or none"),
-            beyond_top=self.take(t, "beyond_top", path, d.beyond_top, _enum(BeyondTop), "cap or stop"),
-            last_attempt=self.take(t, "last_attempt", path, d.last_attempt, _enum(LastAttempt), "bump or max"),
+            **self._bump(t, path, ResizeRule(), {
+                "min_bump": (_memory(allow_zero=True), "a memory quantity"),
+                "granularity": memory, "max_memory": memory, "default_memory": memory,
+                "unknown_limit": (_enum(UnknownLimit), "max or none"),
+                "beyond_top": (_enum(BeyondTop), "cap or stop"),
+                "last_attempt": (_enum(LastAttempt), "bump or max")}),
             cpu=self.cpu_rule(t["cpu"], _join(path, "cpu")) if "cpu" in t else None,
             time=self.time_rule(t["time"], _join(path, "time")) if "time" in t else None,
         )
         if r.granularity > r.max_memory:
             self.problem(_join(path, "granularity"), "is larger than max_memory")
-        if r.default_memory is not None and r.default_memory > r.max_memory:
-            self.problem(_join(path, "default_memory"), "is above max_memory")
+        self._not_above(r, path, "default_memory", "max_memory")
         return r
 
     def cpu_rule(self, value: Any, path: str) -> CpuRule:
         t = self.table(value, path, _CPU_KEYS)
-        d = CpuRule()
-        r = CpuRule(
-            ratio=self.take(t, "ratio", path, d.ratio, _float(1.0, 10.0, open_low=True),
-                            "a number above 1 and at most 10"),
-            min_bump=self.take(t, "min_bump", path, d.min_bump, _cpu(allow_zero=True), "a CPU quantity"),
-            max_cpus=self.take(t, "max_cpus", path, d.max_cpus, _cpu(), "a CPU quantity"),
-            default=self.take(t, "default", path, d.default, _cpu(), "a CPU quantity"),
-        )
-        if r.default > r.max_cpus:
-            self.problem(_join(path, "default"), "is above max_cpus")
+        cpus = (_cpu(), "a CPU quantity")
+        r = CpuRule(**self._bump(t, path, CpuRule(), {
+            "min_bump": (_cpu(allow_zero=True), "a CPU quantity"), "max_cpus": cpus, "default": cpus}))
+        self._not_above(r, path, "default", "max_cpus")
         return r
 
     def time_rule(self, value: Any, path: str) -> TimeRule:
         t = self.table(value, path, _TIME_KEYS)
-        d = TimeRule()
-        r = TimeRule(
-            ratio=self.take(t, "ratio", path, d.ratio, _float(1.0, 10.0, open_low=True),
-                            "a number above 1 and at most 10"),
-            min_bump=self.take(t, "min_bump", path, d.min_bump, parse_duration, "a duration"),
-            max=self.take(t, "max", path, d.max, _duration_min(60.0), "a duration of at least 1m"),
-            default=self.take(t, "default", path, d.default, _duration_min(60.0), "a duration of at least 1m"),
-        )
-        if r.default > r.max:
-            self.problem(_join(path, "default"), "is above max")
+        minute = (_duration(lo=60.0), "a duration of at least 1m")
+        r = TimeRule(**self._bump(t, path, TimeRule(), {
+            "min_bump": (parse_duration, "a duration"), "max": minute, "default": minute}))
+        self._not_above(r, path, "default", "max")
         return r
 
     def _array(self, value: Any, path: str) -> list[Any]:
@@ -553,10 +551,8 @@ class _Reader:
         if not isinstance(value, Mapping):
             self.problem(path, f"must be a table, not {_kind(value)}")
             return {}
-        try:
-            from retry_bot.predict.settings import parse_prediction_settings
-        except ImportError:  # the predictor is optional for the policy's own checks
-            return dict(value)
+        from retry_bot.predict.settings import parse_prediction_settings  # deferred: predict imports policy
+
         try:
             _, found = parse_prediction_settings(value, path, None)
         except Exception as exc:  # a bug there must not hide the policy's own problems
@@ -575,12 +571,12 @@ class _Reader:
         enabled = self.take(t, "enabled", path, True, _bool, "true or false")
         families = self.take(t, "families", path, d.families, _families, "a list of family names")
         r = StormRule(
-            window=self.take(t, "window", path, d.window, _duration_range(60.0, 86400.0),
+            window=self.take(t, "window", path, d.window, _duration(60.0, 86400.0),
                              "a duration from 1m to 1d"),
             trip_failures=self.take(t, "trip_failures", path, d.trip_failures, _int(2, 100000),
                                     "an integer from 2 to 100000"),
             probes=self.take(t, "probes", path, d.probes, _int(1, 1000), "an integer from 1 to 1000"),
-            probe_interval=self.take(t, "probe_interval", path, d.probe_interval, _duration_range(10.0, 86400.0),
+            probe_interval=self.take(t, "probe_interval", path, d.probe_interval, _duration(10.0, 86400.0),
                                      "a duration from 10s to 1d"),
             release_successes=self.take(t, "release_successes", path, d.release_successes, _int(1, 1000),
                                         "an integer from 1 to 1000"),
@@ -618,9 +614,7 @@ class _Bad(ValueError):
     """A conversion error whose message is shown as is."""
 
 
-def _kind(value: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
-            dict: "a table"}.get(type(value), type(value).__name__)
+_kind = kind
 
 
 def _join(path: str, key: str) -> str:
@@ -640,30 +634,30 @@ def _bool(v: Any) -> bool:
 
 def _int(lo: int, hi: int) -> Callable[[Any], int]:
     def conv(v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise _Bad(f"must be an integer from {lo} to {hi}, not {_kind(v)}")
-        if not lo <= v <= hi:
-            raise _Bad(f"{v} is out of range (must be from {lo} to {hi})")
-        return v
+        problem = number_problem(v, integer=True, low=lo, high=hi)
+        if problem:
+            raise _Bad(problem)
+        return int(v)
     return conv
 
 
 def _float(lo: float, hi: float, open_low: bool = False) -> Callable[[Any], float]:
     def conv(v: Any) -> float:
-        if isinstance(v, float) and not math.isfinite(v):
-            raise _Bad(f"must be a finite number, not {v!r}")
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise _Bad(f"must be a number, not {_kind(v)}")
-        if (v <= lo if open_low else v < lo) or v > hi:
-            low = f"above {lo:g}" if open_low else f"at least {lo:g}"
-            raise _Bad(f"{v:g} is out of range (must be {low} and at most {hi:g})")
+        problem = number_problem(v, low=lo, high=hi, open_low=open_low)
+        if problem:
+            raise _Bad(problem)
         return float(v)
     return conv
 
 
+def _zero(v: Any) -> bool:
+    """``0`` or ``"0"`` (a bump of nothing), never ``false``."""
+    return (v == 0 or v == "0") and not isinstance(v, bool)
+
+
 def _memory(allow_zero: bool = False) -> Callable[[Any], int]:
     def conv(v: Any) -> int:
-        if allow_zero and (v == 0 or v == "0") and not isinstance(v, bool):
+        if allow_zero and _zero(v):
             return 0
         if isinstance(v, float):
             raise _Bad(f"{v!r}: write memory as a quantity string (\"4Gi\", \"500M\") or whole bytes")
@@ -679,26 +673,20 @@ def _memory(allow_zero: bool = False) -> Callable[[Any], int]:
 
 def _cpu(allow_zero: bool = False) -> Callable[[Any], float]:
     def conv(v: Any) -> float:
-        if allow_zero and (v == 0 or v == "0") and not isinstance(v, bool):
-            return 0.0
-        return parse_cpu(v)
+        return 0.0 if allow_zero and _zero(v) else parse_cpu(v)
     return conv
 
 
-def _duration_max(hi: float) -> Callable[[Any], float]:
+def _duration(lo: float | None = None, hi: float | None = None) -> Callable[[Any], float]:
+    """A duration (``"90s"``, ``"15m"``, seconds) within ``lo``..``hi`` seconds (either may be open)."""
     def conv(v: Any) -> float:
         s = parse_duration(v)
-        if s > hi:
-            raise _Bad(f"{v!r} is too long (at most {hi:g} seconds)")
-        return s
-    return conv
-
-
-def _duration_range(lo: float, hi: float) -> Callable[[Any], float]:
-    def conv(v: Any) -> float:
-        s = parse_duration(v)
-        if not lo <= s <= hi:
+        if lo is not None and hi is not None and not lo <= s <= hi:
             raise _Bad(f"{v!r} is out of range (from {lo:g} to {hi:g} seconds)")
+        if hi is not None and s > hi:
+            raise _Bad(f"{v!r} is too long (at most {hi:g} seconds)")
+        if lo is not None and s < lo:
+            raise _Bad(f"{v!r} is too short (at least {lo:g} seconds)")
         return s
     return conv
 
@@ -711,15 +699,6 @@ def _families(v: Any) -> tuple[str, ...]:
         raise _Bad(f"unknown famil{'y' if len(bad) == 1 else 'ies'} {', '.join(map(repr, bad))} "
                    f"(one of {', '.join(FAMILIES)}){_hint(bad[0], FAMILIES)}")
     return tuple(dict.fromkeys(v))
-
-
-def _duration_min(lo: float) -> Callable[[Any], float]:
-    def conv(v: Any) -> float:
-        s = parse_duration(v)
-        if s < lo:
-            raise _Bad(f"{v!r} is too short (at least {lo:g} seconds)")
-        return s
-    return conv
 
 
 def _enum(cls: type) -> Callable[[Any], Any]:

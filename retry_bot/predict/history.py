@@ -11,13 +11,16 @@ It is an in-memory structure; the state store (or a trace) fills it.
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from retry_bot.isotime import parse_iso_time
 from retry_bot.predict.keys import JobKey, KeySettings, extract_key
+
+if TYPE_CHECKING:
+    from runner_wrapper.record import UsageRecord
 
 __all__ = ["Observation", "HistoryIndex", "LevelHistory", "Calibration", "observation_from_record", "parse_time"]
 
@@ -280,18 +283,11 @@ def parse_time(value: Any) -> float | None:
     """ISO-8601 (``Z`` or offset) or POSIX seconds -> POSIX seconds; ``None`` when unusable."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        d = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=_dt.timezone.utc)
-    return d.timestamp()
+    d = parse_iso_time(value)
+    return None if d is None else d.timestamp()
 
 
-def observation_from_record(record: Any, keys: KeySettings) -> Observation | None:
+def observation_from_record(record: UsageRecord | Mapping[str, Any], keys: KeySettings) -> Observation | None:
     """Turn a :class:`runner_wrapper.record.UsageRecord` (or its dict) into an observation.
 
     An OOM-killed record becomes an OOM bound at the memory limit in force
@@ -326,7 +322,7 @@ def observation_from_record(record: Any, keys: KeySettings) -> Observation | Non
                        ref=rec.job.ref)
 
 
-def record_ref(record: Any) -> tuple[str | None, bool | None]:
+def record_ref(record: UsageRecord | Mapping[str, Any]) -> tuple[str | None, bool | None]:
     """``(ref, protected)`` of a usage record or its dict."""
     if isinstance(record, Mapping):
         job = record.get("job") or {}

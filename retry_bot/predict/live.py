@@ -25,12 +25,15 @@ import gc
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from retry_bot.predict.estimator import Allocation, Clamp, StaticSize, new_index, predict
 from retry_bot.predict.history import HistoryIndex
 from retry_bot.predict.keys import JobKey
 from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings
+
+if TYPE_CHECKING:
+    from retry_bot.state import Store
 
 __all__ = ["LiveHistory"]
 
@@ -38,7 +41,7 @@ __all__ = ["LiveHistory"]
 class LiveHistory:
     """A :class:`HistoryIndex` that follows a store (see the module docstring)."""
 
-    def __init__(self, store: Any, settings: PredictionSettings = DEFAULT_SETTINGS, *, page: int = 500,
+    def __init__(self, store: Store, settings: PredictionSettings = DEFAULT_SETTINGS, *, page: int = 500,
                  overlap: int = 256, inline_pages: int = 2, lock_chunk: int = 50):
         self.store = store
         self.settings = settings

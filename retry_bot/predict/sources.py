@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import re
 import tomllib
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from retry_bot.predict.estimator import Clamp, new_index
 from retry_bot.predict.history import HistoryIndex, Observation, observation_from_record, parse_time
 from retry_bot.predict.keys import extract_key
 from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings, parse_prediction_settings
 from retry_bot.problems import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from retry_bot.policy import Policy
+    from retry_bot.state import Store
 
 __all__ = ["index_from_store", "index_from_rows", "index_from_trace", "load_policy_and_settings",
            "settings_from_policy", "clamp_from_policy"]
@@ -91,7 +95,7 @@ def observation_from_row(row: Mapping[str, Any], settings: PredictionSettings = 
     return o, trusted
 
 
-def index_from_store(store: Any, settings: PredictionSettings = DEFAULT_SETTINGS,
+def index_from_store(store: Store, settings: PredictionSettings = DEFAULT_SETTINGS,
                      since: str | None = None) -> HistoryIndex:
     """Build an index from a :class:`retry_bot.state.Store` (``usage_records``)."""
     return index_from_rows(store.usage_records(since=since), settings)
@@ -120,19 +124,17 @@ def index_from_trace(path: str, settings: PredictionSettings = DEFAULT_SETTINGS,
     return index
 
 
-def load_policy_and_settings(path: str | None) -> tuple[Any, PredictionSettings]:
+def load_policy_and_settings(path: str | None) -> tuple[Policy, PredictionSettings]:
     """Load the policy (``retry_bot.policy``) and its ``[prediction]`` table.
 
     ``path=None``: the default policy and default settings.  Raises
     :class:`ConfigError` listing every problem (the ``[prediction]`` table's
     first, with line numbers).
     """
-    try:
-        from retry_bot.policy.load import default_policy, policy_from_dict
-    except ImportError:  # pragma: no cover - the policy package is part of the product
-        default_policy = policy_from_dict = None  # type: ignore[assignment]
+    from retry_bot.policy.load import default_policy, policy_from_dict  # deferred: policy imports predict
+
     if path is None:
-        return (default_policy() if default_policy else None), DEFAULT_SETTINGS
+        return default_policy(), DEFAULT_SETTINGS
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
@@ -146,11 +148,11 @@ def load_policy_and_settings(path: str | None) -> tuple[Any, PredictionSettings]
     settings, problems = parse_prediction_settings(data.get("prediction"), "prediction", text)
     if problems:  # reported here first: with line numbers
         raise ConfigError([Problem(p.path, p.message, p.line, path) for p in problems])
-    policy = policy_from_dict(data, path, text) if policy_from_dict else None
+    policy = policy_from_dict(data, path, text)
     return policy, settings
 
 
-def settings_from_policy(policy: Any) -> PredictionSettings:
+def settings_from_policy(policy: Policy | None) -> PredictionSettings:
     """The prediction settings of a loaded policy (its ``prediction`` table); defaults when absent/invalid."""
     table = getattr(policy, "prediction", None)
     if not table:
@@ -159,7 +161,7 @@ def settings_from_policy(policy: Any) -> PredictionSettings:
     return settings
 
 
-def clamp_from_policy(policy: Any) -> Clamp:
+def clamp_from_policy(policy: Policy | None) -> Clamp:
     """The predictor's caps from the policy: the one place ``serve``, the live bot and ``simulate`` take them.
 
     Memory: :meth:`Policy.memory_cap` (``resize.max_memory`` and the top of the runner-class

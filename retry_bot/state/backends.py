@@ -296,7 +296,7 @@ class PostgresBackend:
         try:
             import psycopg
             from psycopg.rows import dict_row
-        except ImportError as exc:  # pragma: no cover - psycopg is a test dependency
+        except ImportError as exc:  # pragma: no cover - psycopg is optional third-party (the postgres extra): guarded on purpose
             raise StateError("a postgresql:// state URL needs psycopg 3: install "
                              "'gitlab-rightsizer[postgres]'") from exc
         self._psycopg = psycopg

@@ -178,6 +178,18 @@ def parse_pids(text: str) -> set[int]:
     return {int(x) for x in text.split() if x.isdigit()}
 
 
+def tree_pids(directory: str) -> set[int]:
+    """Every pid in the cgroup at ``directory`` and its descendants (``cgroup.procs``, v1 and v2 alike);
+    a child removed while walking is skipped."""
+    out: set[int] = set()
+    for root, _dirs, _files in os.walk(directory):
+        try:
+            out |= parse_pids(read_text(os.path.join(root, "cgroup.procs")))
+        except FileNotFoundError:
+            pass
+    return out
+
+
 def kill_pids_until_empty(list_pids: "Callable[[], set[int]]", timeout: float) -> int:
     """SIGKILL every listed pid, again and again, until the list is empty or ``timeout`` passes.
 

@@ -16,8 +16,8 @@ import os
 import time
 
 from runner_wrapper.cgroup.base import (
-    Backend, CgroupError, Counters, Group, Sample, kill_pids_until_empty, parse_flat_keyed, parse_pids,
-    read_int, read_text, rmdir_tree, write_text,
+    Backend, CgroupError, Counters, Group, Sample, kill_pids_until_empty, parse_flat_keyed,
+    read_int, read_text, rmdir_tree, tree_pids, write_text,
 )
 
 __all__ = ["V1Backend", "V1Group", "CFS_PERIOD_US", "v1_hierarchies"]
@@ -139,11 +139,7 @@ class V1Group(Group):
     def pids(self) -> set[int]:
         out: set[int] = set()
         for d in self._unique:
-            for root, _dirs, _files in os.walk(d):
-                try:
-                    out |= parse_pids(read_text(os.path.join(root, "cgroup.procs")))
-                except FileNotFoundError:
-                    pass
+            out |= tree_pids(d)
         return out
 
     def read(self) -> Counters:

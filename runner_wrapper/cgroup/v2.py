@@ -33,8 +33,8 @@ if TYPE_CHECKING:  # typing stays out of the per-stage start-up path
     from typing import Callable
 
 from runner_wrapper.cgroup.base import (
-    Backend, CgroupError, Counters, Group, Sample, kill_pids_until_empty, parse_flat_keyed, parse_pids,
-    read_int, read_text, rmdir_tree, write_text,
+    Backend, CgroupError, Counters, Group, Sample, kill_pids_until_empty, parse_flat_keyed,
+    read_int, read_text, rmdir_tree, tree_pids, write_text,
 )
 
 __all__ = ["V2Backend", "V2Group", "find_cgroup2_mount", "CPU_PERIOD_US"]
@@ -268,13 +268,7 @@ class V2Group(Group):
         self.backend.write(self._f("cgroup.procs"), str(pid))
 
     def pids(self) -> set[int]:
-        out: set[int] = set()
-        for root, _dirs, _files in os.walk(self.dir):
-            try:
-                out |= parse_pids(read_text(os.path.join(root, "cgroup.procs")))
-            except FileNotFoundError:
-                pass
-        return out
+        return tree_pids(self.dir)
 
     def read(self) -> Counters:
         if not self.exists():

@@ -26,23 +26,14 @@ def v1_usable() -> str | None:
 
 
 def _rm_parent(name: str) -> None:
-    from runner_wrapper.cgroup.base import kill_pids_until_empty, parse_pids, read_text
+    from runner_wrapper.cgroup.base import kill_pids_until_empty, tree_pids
 
     for ctrl in ("memory", "cpu", "cpuacct"):
         top = os.path.join(V1_ROOT, ctrl, name)
         if not os.path.isdir(top):
             continue
 
-        def pids(top: str = top) -> set[int]:
-            out: set[int] = set()
-            for root, _d, _f in os.walk(top):
-                try:
-                    out |= parse_pids(read_text(os.path.join(root, "cgroup.procs")))
-                except FileNotFoundError:
-                    pass
-            return out
-
-        kill_pids_until_empty(pids, 5)
+        kill_pids_until_empty(lambda top=top: tree_pids(top), 5)
         for root, dirs, _files in sorted(os.walk(top, topdown=False), key=lambda t: -len(t[0])):
             try:
                 os.rmdir(root)

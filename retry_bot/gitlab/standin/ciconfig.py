@@ -18,6 +18,10 @@ the one the retry bot's template and the tests need (see ``docs/standin.md``):
 ``only``/``except``, non-local ``include`` (project, remote, template) and
 ``parallel`` are not supported: a config using them is rejected with :class:`CiConfigError`
 naming the keyword, rather than silently misread.
+
+The stand-in is the test oracle of GitLab's pipeline rules, so it stays independent of the bot's logic:
+it shares only the pure reading of GitLab's CI syntax (:mod:`retry_bot.gitlab.cisyntax`: ``!reference``,
+``extends``, the global keywords) with the bot's job re-creation, one implementation with its sources.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from typing import Any, Mapping
 
 import yaml
 
+from retry_bot.gitlab.cisyntax import (
+    GLOBAL_KEYWORDS, CiConfigError, ExtendsResolver, deep_merge, parse_yaml, resolve_references,
+)
 from retry_bot.gitlab.standin.expressions import ExpressionError, evaluate
 
 __all__ = [
@@ -43,15 +50,9 @@ __all__ = [
 ]
 
 DEFAULT_STAGES = (".pre", "build", "test", "deploy", ".post")
-_GLOBAL_KEYWORDS = {"stages", "variables", "default", "workflow", "include", "image", "services",
-                    "cache", "before_script", "after_script", "spec", "types"}
 _DEFAULT_KEYS = ("image", "services", "before_script", "after_script", "tags", "timeout",
                  "retry", "artifacts", "cache", "interruptible")
 _UNSUPPORTED_JOB_KEYS = ("only", "except", "parallel")
-
-
-class CiConfigError(ValueError):
-    """The CI configuration is invalid or uses syntax the stand-in does not model."""
 
 
 class PipelineFiltered(ValueError):
@@ -93,33 +94,11 @@ class PipelinePlan:
     workflow_variables: tuple[tuple[str, str], ...] = field(default=())
 
 
-class _Reference:
-    """A ``!reference [job, key, ...]`` tag, resolved after ``include`` and ``extends``."""
-
-    def __init__(self, path: list[str]) -> None:
-        self.path = path
-
-
-class _CiLoader(yaml.SafeLoader):
-    """PyYAML's safe loader plus GitLab's ``!reference`` tag."""
-
-
-def _construct_reference(loader: yaml.SafeLoader, node: yaml.Node) -> _Reference:
-    if not isinstance(node, yaml.SequenceNode):
-        raise CiConfigError("!reference needs a list: !reference [job, key]")
-    return _Reference([str(loader.construct_scalar(n)) for n in node.value])  # type: ignore[arg-type]
-
-
-_CiLoader.add_constructor("!reference", _construct_reference)
-
 _MAX_INCLUDES = 50
 
 
 def _parse(text: str, where: str) -> dict[str, Any]:
-    try:
-        data = yaml.load(text, Loader=_CiLoader)  # noqa: S506 - SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise CiConfigError(f"{where} is not valid YAML: {exc}") from None
+    data = parse_yaml(text, where)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -150,39 +129,8 @@ def _with_includes(data: dict[str, Any], files: Mapping[str, str], seen: list[st
             raise CiConfigError(f"include loop or too many includes at {path!r}")
         if path not in files:
             raise CiConfigError(f"Local file `{path}` does not exist!")
-        merged = _deep_merge(merged, _with_includes(_parse(files[path], path), files, seen + [path]))
-    return _deep_merge(merged, {k: v for k, v in data.items() if k != "include"})
-
-
-def _resolve_references(data: dict[str, Any]) -> dict[str, Any]:
-    def lookup(ref: _Reference, depth: int) -> Any:
-        node: Any = data
-        for key in ref.path:
-            if not isinstance(node, Mapping) or key not in node:
-                raise CiConfigError(f"!reference [{', '.join(ref.path)}] could not be found")
-            node = node[key]
-        return resolve(node, depth + 1)
-
-    def resolve(node: Any, depth: int) -> Any:
-        if depth > 10:
-            raise CiConfigError("!reference nesting is too deep (more than 10 levels)")
-        if isinstance(node, _Reference):
-            return lookup(node, depth)
-        if isinstance(node, Mapping):
-            return {k: resolve(v, depth) for k, v in node.items()}
-        if isinstance(node, list):
-            out: list[Any] = []
-            for item in node:
-                was_reference = isinstance(item, _Reference)
-                value = resolve(item, depth)
-                if was_reference and isinstance(value, list):
-                    out.extend(value)        # GitLab flattens a referenced list into the enclosing one
-                else:
-                    out.append(value)
-            return out
-        return node
-
-    return resolve(data, 0)
+        merged = deep_merge(merged, _with_includes(_parse(files[path], path), files, seen + [path]))
+    return deep_merge(merged, {k: v for k, v in data.items() if k != "include"})
 
 
 def load_config(config: Mapping[str, Any] | str, files: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -192,45 +140,18 @@ def load_config(config: Mapping[str, Any] | str, files: Mapping[str, str] | None
     """
     data = _parse(config, "CI configuration") if isinstance(config, str) else copy.deepcopy(dict(config))
     data = _with_includes(data, files or {}, [])
-    return _resolve_references(_expand_extends(data))
-
-
-def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(dict(base))
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
+    expanded = _expand_extends(data)
+    return resolve_references(expanded, expanded.__getitem__)
 
 
 def _expand_extends(data: dict[str, Any]) -> dict[str, Any]:
-    resolved: dict[str, dict[str, Any]] = {}
-
-    def resolve(name: str, chain: tuple[str, ...]) -> dict[str, Any]:
-        if name in resolved:
-            return resolved[name]
-        if name in chain:
-            raise CiConfigError(f"circular 'extends' through {' -> '.join(chain + (name,))}")
-        job = data.get(name)
-        if not isinstance(job, Mapping):
-            raise CiConfigError(f"'extends' refers to unknown job {name!r}")
-        parents = job.get("extends", [])
-        parents = [parents] if isinstance(parents, str) else list(parents)
-        merged: dict[str, Any] = {}
-        for parent in parents:
-            merged = _deep_merge(merged, resolve(parent, chain + (name,)))
-        merged = _deep_merge(merged, {k: v for k, v in job.items() if k != "extends"})
-        resolved[name] = merged
-        return merged
-
+    resolve = ExtendsResolver(data)
     out: dict[str, Any] = {}
     for key, value in data.items():
-        if key in _GLOBAL_KEYWORDS or not isinstance(value, Mapping):
+        if key in GLOBAL_KEYWORDS or not isinstance(value, Mapping):
             out[key] = value
         else:
-            out[key] = resolve(key, ())
+            out[key] = resolve(key)
     return out
 
 
@@ -330,7 +251,7 @@ def plan_pipeline(config: Mapping[str, Any] | str, variables: Mapping[str, str],
     default = {**legacy, **default}
     jobs: list[JobSpec] = []
     for name, node in data.items():
-        if name in _GLOBAL_KEYWORDS or name.startswith(".") or not isinstance(node, Mapping):
+        if name in GLOBAL_KEYWORDS or name.startswith(".") or not isinstance(node, Mapping):
             continue
         where = f"job {name!r}"
         for key in _UNSUPPORTED_JOB_KEYS:

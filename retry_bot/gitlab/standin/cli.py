@@ -39,8 +39,12 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 from urllib.parse import parse_qs, urlsplit
+
+if TYPE_CHECKING:
+    from retry_bot.gitlab.standin.server import StandIn
+    from retry_bot.gitlab.standin.state import Job
 
 __all__ = ["FailRules", "ControlServer", "PRESETS", "RUNNER_FAILURE_REASONS", "main", "write_info",
            "drill_bot_config"]
@@ -164,7 +168,7 @@ def shell_executor(seconds: float, timeout: float = 120.0) -> Callable[[dict[str
 # --------------------------------------------------------------------------- the control endpoint
 
 
-def check_report(standin: Any) -> dict[str, Any]:
+def check_report(standin: StandIn) -> dict[str, Any]:
     """What the bot did to each failed job, from GitLab's side: retries and re-created pipelines.
 
     ``doubled`` lists the jobs acted on more than once (a retry twice, or two pipelines
@@ -187,7 +191,7 @@ def check_report(standin: Any) -> dict[str, Any]:
                 "running_or_pending": sum(j.status in ("pending", "running") for j in jobs)}
 
 
-def _job_row(standin: Any, job: Any) -> dict[str, Any]:
+def _job_row(standin: StandIn, job: Job) -> dict[str, Any]:
     return {"id": job.id, "name": job.name, "status": job.status, "pipeline_id": job.pipeline_id,
             "failure_reason": job.failure_reason, "exit_code": job.exit_code, "manual": bool(job.manual),
             "retry_of": job.retry_of,
@@ -202,7 +206,7 @@ class ControlServer:
     ``POST /control/hold`` ``{method, path, seconds, times}``.
     """
 
-    def __init__(self, standin: Any, rules: FailRules, *, project: str, token: str | None = None,
+    def __init__(self, standin: StandIn, rules: FailRules, *, project: str, token: str | None = None,
                  host: str = "127.0.0.1", port: int = 0) -> None:
         from retry_bot.httpserver import BoundedHTTPServer
 

@@ -13,11 +13,11 @@ import re
 
 import yaml
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Callable
 from urllib.parse import unquote, urlencode
 
 from retry_bot.gitlab.standin import entities
+from retry_bot.isotime import parse_iso_time
 from retry_bot.gitlab.standin.ciconfig import CiConfigError, PipelineFiltered, load_config, merged_yaml, plan_pipeline
 from retry_bot.gitlab.standin.state import (
     JOB_STATUSES,
@@ -146,10 +146,11 @@ def _keyset_jobs(req: Request, jobs: list[Any]) -> tuple[list[Any], dict[str, st
 
 
 def _parse_time(value: str, name: str) -> float:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        raise BadRequest(f"{name} is invalid") from None
+    """A ``type: DateTime`` query parameter (G lib/api/ci/pipelines.rb): no offset means UTC (retry_bot/isotime.py)."""
+    parsed = parse_iso_time(value)
+    if parsed is None:
+        raise BadRequest(f"{name} is invalid")
+    return parsed.timestamp()
 
 
 def _require(req: Request, role: str) -> None:

@@ -133,22 +133,24 @@ class _Handler(BaseHTTPRequestHandler):
         body, body_error = self._body()
         standin._arrived(self.command, path)
         fault = standin.faults.decide(self.command, path)
-        # Each request is recorded just before its answer goes out, so ``calls`` is in answer order.
-        if fault is not None and fault.phase == "before":
+
+        def faulted(phase: str) -> bool:
+            """Apply ``fault`` if it is due in ``phase``; ``True`` when it answered the request itself."""
+            if fault is None or fault.phase != phase:
+                return False
             if fault.kind == "slow":
                 standin._sleep(fault.delay)
-            else:
-                standin._record(self.command, path, query_string, self._status_of(fault), fault.label, started)
-                self._apply(fault)
-                return
+                return False
+            # Each request is recorded just before its answer goes out, so ``calls`` is in answer order.
+            standin._record(self.command, path, query_string, self._status_of(fault), fault.label, started)
+            self._apply(fault)
+            return True
+
+        if faulted("before"):
+            return
         response = self._serve(path, query_string, body, body_error)
-        if fault is not None and fault.phase == "after":
-            if fault.kind == "slow":
-                standin._sleep(fault.delay)
-            else:
-                standin._record(self.command, path, query_string, self._status_of(fault), fault.label, started)
-                self._apply(fault)
-                return
+        if faulted("after"):
+            return
         standin._record(self.command, path, query_string, response.status,
                         fault.label if fault is not None else None, started)
         self._send(response)

@@ -72,6 +72,9 @@ class StandInError(Exception):
 
 
 class NotFound(StandInError):
+    """GitLab's 404, raised by the stand-in (the server side): its own on purpose, not the client's
+    :class:`retry_bot.gitlab.client.NotFound`, so the oracle never shares an error path with the bot it tests."""
+
     status = 404
 
 
