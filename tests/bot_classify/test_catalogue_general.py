@@ -328,16 +328,17 @@ def test_fallback_by_last_command_does_not_guess_from_unknown_tools(taxonomy):
     (b"E   requests.exceptions.HTTPError: 500 Server Error: java.lang.OutOfMemoryError: Java heap space\n"
      b"FAILED tests/test_search.py::test_bulk_index - requests.exceptions.HTTPError: 500\n", "build_error"),
     # a test-harness time limit is a timeout
-    (b"        TIMEOUT [ 120.001s] net::tests::reconnects\n", "timeout"),    # Hadoop IPC relays the NameNode's own heap failure
+    (b"        TIMEOUT [ 120.001s] net::tests::reconnects\n", "timeout"),
+    # Hadoop IPC relays the NameNode's own heap failure
     (b"org.apache.hadoop.ipc.RemoteException(java.lang.OutOfMemoryError): Java heap space\n", "build_error"),
 ])
+def test_traps_stay_right(taxonomy, trace, family):
+    v, action = decided(trace, taxonomy)
+    assert v.family.value == family, (v.rule, v.evidence)
+    assert action != Action.RESIZE
 
 
 def test_the_jobs_own_oom_is_not_a_remote_servers(taxonomy):
     v, action = decided(b'Exception in thread "main" java.lang.OutOfMemoryError: Java heap space\n', taxonomy)
     assert (v.family.value, action) == ("oom", Action.RESIZE)
     assert v.rule != "remote-server-own-oom"
-def test_traps_stay_right(taxonomy, trace, family):
-    v, action = decided(trace, taxonomy)
-    assert v.family.value == family, (v.rule, v.evidence)
-    assert action != Action.RESIZE
