@@ -293,10 +293,11 @@ def test_sigkill_after_another_command_stays_the_weak_killed(taxonomy, command):
     assert (v.category, v.rule) == ("killed", "sigkill")
 
 
-def test_exit_124_with_a_text_cause_keeps_the_text(taxonomy):
-    # the specific cause outranks the fallback convention: a DNS error is what the retry fixes
+def test_exit_124_outranks_later_text_by_stage_order(taxonomy):
+    # timeout(1) killed the command: the exit_code stage comes before the diagnostic stage, so a DNS
+    # error printed before the kill does not turn a time limit into a retry; with exit 1 it does
     v, _ = decided(b"curl: (6) Could not resolve host: mirror.example\n", taxonomy, exit_code=124)
-    assert v.family.value == "timeout"  # exit_code stage comes before diagnostic: documented precedence
+    assert v.family.value == "timeout"
     v, _ = decided(b"curl: (6) Could not resolve host: mirror.example\n", taxonomy, exit_code=1)
     assert v.family.value == "infrastructure"
 
