@@ -177,6 +177,22 @@ POSITIVE = [
     # --- mypy's summary indented by tox
     (b"  mypy: commands[0]> mypy src\n  src/app.py:3: error: Incompatible types in assignment\n"
      b"  Found 1 error in 1 file (checked 20 source files)\n", "build_error", "lint-or-format-failed", Action.NONE),
+    # --- container runtimes, curl's own errors, pip builds and interpreters
+    (b"Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime create "
+     b"failed: runc create failed: unable to start container process: exec: \"pnpm\": executable file not found in "
+     b"$PATH: unknown\n", "config_error", "executable-not-found", Action.NONE),
+    (b"curl: (3) URL using bad/illegal format or missing URL\n", "config_error", "curl-usage-error", Action.NONE),
+    (b"curl: (77) error setting certificate verify locations:  CAfile: /etc/ssl/custom.pem CApath: none\n",
+     "config_error", "curl-usage-error", Action.NONE),
+    (b"  error: subprocess-exited-with-error\n  Failed building wheel for lxml\n"
+     b"ERROR: Failed to build installable wheels for some pyproject.toml based projects (lxml)\n",
+     "build_error", "python-package-build-failed", Action.NONE),
+    (b"error: externally-managed-environment\n\n\xc3\x97 This environment is externally managed\n",
+     "config_error", "python-environment-refused", Action.NONE),
+    (b"ERROR: Package 'fastapi-x' requires a different Python: 3.8.18 not in '>=3.10'\n",
+     "config_error", "python-environment-refused", Action.NONE),
+    (b"ERROR: Job failed (system failure): pod \"runner-abc\" status is \"Failed\": "
+     b"Pod was active on the node longer than the specified deadline\n", "timeout", "ci-system-timeout", Action.NONE),
     # --- a shell builtin losing the pipe race under pipefail
     (b"+ printf '%s\\n' linux darwin\n+ grep -q linux\n./ci/check.sh: line 12: printf: write error: Broken pipe\n",
      "infrastructure", "shell-builtin-broken-pipe", Action.RETRY),
@@ -249,6 +265,12 @@ NEAR_MISSES = [
     # a Rust panic quoting a DNS error: the network rule wins on the same line
     (b"thread 'main' panicked at src/fetch.rs:9:5:\nerror sending request: dns error: failed to lookup address "
      b"information: Temporary failure in name resolution\n", "rust-panic", "infrastructure"),
+    # curl's network exit codes stay transient
+    (b"curl: (7) Failed to connect to mirror.example port 443 after 3 ms: Connection refused\n", "curl-usage-error",
+     "infrastructure"),
+    # a wheel build that failed because the download broke is the network's
+    (b"Failed building wheel for lxml\nerror: Could not resolve host: xmlsoft.org\n", "python-package-build-failed",
+     "infrastructure"),
     # a builtin's broken pipe inside make's recipe summary stays make's (deterministic)
     (b"make: *** [Makefile:12: gen] Broken pipe\n", "shell-builtin-broken-pipe", "build_error"),
 ]
