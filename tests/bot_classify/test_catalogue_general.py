@@ -315,13 +315,17 @@ def test_sigkill_after_another_command_stays_the_weak_killed(taxonomy, command):
     assert (v.category, v.rule) == ("killed", "sigkill")
 
 
-def test_exit_124_outranks_later_text_by_stage_order(taxonomy):
-    # timeout(1) killed the command: the exit_code stage comes before the diagnostic stage, so a DNS
-    # error printed before the kill does not turn a time limit into a retry; with exit 1 it does
-    v, _ = decided(b"curl: (6) Could not resolve host: mirror.example\n", taxonomy, exit_code=124)
-    assert v.family.value == "timeout"
-    v, _ = decided(b"curl: (6) Could not resolve host: mirror.example\n", taxonomy, exit_code=1)
-    assert v.family.value == "infrastructure"
+def test_exit_code_conventions_yield_to_text(taxonomy):
+    # 124/125/126 are read in the fallback stage: a DNS error printed before the exit is what a
+    # retry fixes, whatever timeout(1) or docker run returned afterwards
+    for code in (124, 125, 126):
+        v, _ = decided(b"curl: (6) Could not resolve host: mirror.example\n", taxonomy, exit_code=code)
+        assert v.family.value == "infrastructure", code
+
+
+def test_exit_124_beats_the_last_command_fallback(taxonomy):
+    v, _ = decided(b"$ timeout 600 pytest tests/slow\n", taxonomy, exit_code=124)
+    assert (v.family.value, v.rule) == ("timeout", "timeout-command-exit")
 
 
 @pytest.mark.parametrize("command,category", [
