@@ -67,6 +67,9 @@ POSITIVE = [
      b"If it's at a non-standard location, specify the URL with the DOCKER_HOST environment variable.\n",
      "config_error", "docker-daemon-misaddressed", Action.NONE),
     # --- GitLab Runner: a shell profile that fails
+    (b"Using Shell (pwsh) executor...\nERROR: Job failed (system failure): prepare environment: failed to start process: "
+     b"exec: \"pwsh\": executable file not found in %PATH%. Check https://docs.gitlab.com/runner/shells/index.html"
+     b"#shell-profile-loading for more information\n", "config_error", "runner-shell-profile", Action.NONE),
     (b"Preparing environment\nERROR: Job failed: prepare environment: exit status 1. "
      b"Check https://docs.gitlab.com/runner/shells/index.html#shell-profile-loading for more information\n",
      "config_error", "runner-shell-profile", Action.NONE),
@@ -82,11 +85,14 @@ POSITIVE = [
      b"ERROR: No matching distribution found for requests==9.1\n", "config_error", "pip-version-not-listed", Action.NONE),
     (b"WARNING: Skipping page https://pypi.internal/simple/attrs/ because the GET request got Content-Type: "
      b"application/octet-stream. The only supported Content-Type is text/html\n"
-     b"ERROR: No matching distribution found for attrs\n", "infrastructure", "package-index-fault", Action.RETRY),
+     b"ERROR: Could not find a version that satisfies the requirement attrs (from versions: none)\n",
+     "infrastructure", "package-index-fault", Action.RETRY),
+    (b"WARNING: Skipping page https://pypi.internal/simple/attrs/ because the GET request got Content-Type: text/plain.\n"
+     b"ERROR: No matching distribution found for attrs\n", "infrastructure", "pip-index-empty", Action.RETRY),
     (b"[ERROR] Failed to execute goal on project core: Could not resolve dependencies for project a:core:jar:1.0: "
      b"Failure to transfer org.x:y:jar:2.0 from https://repo.maven.apache.org/maven2 was cached in the local repository, "
      b"resolution will not be reattempted until the update interval of central has elapsed or updates are forced. "
-     b"Original error: Could not transfer artifact org.x:y:jar:2.0 from/to central\n",
+     b"Original error: Received fatal alert: handshake_failure\n",
      "infrastructure", "package-index-fault", Action.RETRY),
     (b"[ERROR] Failed to execute goal on project core: Could not resolve dependencies for project a:core:jar:1.0: "
      b"Failure to find org.x:y:jar:2.0-SNAPSHOT in https://nexus.example/repository/snapshots was cached in the "
@@ -271,6 +277,24 @@ NEAR_MISSES = [
     # a wheel build that failed because the download broke is the network's
     (b"Failed building wheel for lxml\nerror: Could not resolve host: xmlsoft.org\n", "python-package-build-failed",
      "infrastructure"),
+    # a harmless builtin broken pipe earlier does not outrank a later compile error
+    (b"./ci/env.sh: line 3: echo: write error: Broken pipe\nsrc/a.c:3:1: error: expected ';' before '}' token\n",
+     "shell-builtin-broken-pipe", "build_error"),
+    # an extra index that is down does not outrank a later test failure
+    (b"WARNING: Could not fetch URL https://extra.example/simple/pip/: connection error - skipping\n"
+     b"FAILED tests/test_a.py::test_sum - assert 3 == 4\n", "package-index-fault", "build_error"),
+    # the subject line of a transient provider API error is not a configuration diagnostic
+    (b"Error: creating EC2 Instance: RequestLimitExceeded: Request limit exceeded.\n  with aws_instance.web,\n"
+     b"  on main.tf line 12, in resource \"aws_instance\" \"web\":\n", "terraform-config-invalid", None),
+    # a structured log of the job's own JVM is the job's OOM
+    (b'{"level":"fatal","error":"java.lang.OutOfMemoryError: Java heap space"}\n', "remote-server-own-oom", "oom"),
+    # compose's generic hint is printed while dind is still starting: not the misaddressed daemon
+    (b"Couldn't connect to Docker daemon at https://docker:2376 - is it running?\n\nIf it's at a non-standard location, "
+     b"specify the URL with the DOCKER_HOST environment variable.\n", "docker-daemon-misaddressed", None),
+    # kaniko's push-permission check that hit a network timeout is the network
+    (b"error checking push permissions -- make sure you entered the correct tag name, and that you are authenticated "
+     b"correctly, and try again: checking push permission for \"r.example/app\": Get https://r.example/v2/: "
+     b"dial tcp 10.0.0.9:443: i/o timeout\n", "package-registry-auth", "infrastructure"),
     # a builtin's broken pipe inside make's recipe summary stays make's (deterministic)
     (b"make: *** [Makefile:12: gen] Broken pipe\n", "shell-builtin-broken-pipe", "build_error"),
 ]
