@@ -199,6 +199,52 @@ POSITIVE = [
      "config_error", "python-environment-refused", Action.NONE),
     (b"ERROR: Job failed (system failure): pod \"runner-abc\" status is \"Failed\": "
      b"Pod was active on the node longer than the specified deadline\n", "timeout", "ci-system-timeout", Action.NONE),
+    # --- SIGKILL reported by other tools (generic, weak OOM)
+    (b"ERROR: /src/core/BUILD:12:11: Compiling core/big.cc failed: (Exit 137): gcc failed: error executing command\n",
+     "oom", "make-killed", Action.RESIZE),
+    (b"[ERROR] Crashed tests:\n[ERROR] ExecutionException The forked VM terminated without properly saying goodbye. "
+     b"VM crash or System.exit called?\n[ERROR] Process Exit Code: 137\n", "oom", "make-killed", Action.RESIZE),
+    (b"npm ERR! path /builds/app\nnpm ERR! command failed\nnpm ERR! signal SIGKILL\nnpm ERR! command sh -c next build\n",
+     "oom", "make-killed", Action.RESIZE),
+    (b"error building image: error building stage: failed to execute command: waiting for process to exit: signal: killed\n",
+     "oom", "make-killed", Action.RESIZE),
+    (b"go build k8s.io/kubernetes/pkg/apis/core: /usr/local/go/pkg/tool/linux_amd64/compile: signal: killed\n",
+     "oom", "compiler-killed", Action.RESIZE),
+    (b"FATAL: bazel ran out of memory and crashed. Printing stack trace:\n", "oom", "runtime-heap-exhausted", Action.RESIZE),
+    # --- Go CLIs' usage errors, cloud permissions and throttling
+    (b"$ docker login -u $CI_REGISTRY_USER -p\nflag needs an argument: 'p' in -p\n", "config_error", "cli-usage-error",
+     Action.NONE),
+    (b'Error: unknown flag: --atomic-wait\n', "config_error", "cli-usage-error", Action.NONE),
+    (b"ERROR: (gcloud.run.deploy) PERMISSION_DENIED: Permission 'run.services.get' denied on resource\n",
+     "config_error", "cloud-permission-denied", Action.NONE),
+    (b"An error occurred (SlowDown) when calling the PutObject operation (reached max retries: 4): Please reduce your "
+     b"request rate.\n", "infrastructure", "cloud-api-throttled", Action.RETRY),
+    (b"gh: API rate limit exceeded for installation ID 4242. (HTTP 403)\n", "infrastructure", "cloud-api-throttled",
+     Action.RETRY),
+    # --- distribution package managers
+    (b"Reading package lists...\nE: Unable to locate package libssl1.0-dev\n", "config_error", "os-package-unavailable",
+     Action.NONE),
+    (b"ERROR: unable to select packages:\n  py3-foo (no such package):\n    required by: world[py3-foo]\n",
+     "config_error", "os-package-unavailable", Action.NONE),
+    (b"E: Failed to fetch http://deb.debian.org/debian/pool/main/g/gcc/cpp_12.deb  Hash Sum mismatch\n",
+     "infrastructure", "os-package-manager-transient", Action.RETRY),
+    (b"E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 2101 (unattended-upgr)\n",
+     "infrastructure", "os-package-manager-transient", Action.RETRY),
+    (b"Error: Failed to download metadata for repo 'appstream': Cannot download repomd.xml\n",
+     "infrastructure", "os-package-manager-transient", Action.RETRY),
+    # --- more linters and test summaries
+    (b"In scripts/deploy.sh line 14:\nrm -rf $DIR/*\n       ^--^ SC2115 (warning): Use \"${var:?}\"\n"
+     b"For more information:\n  https://www.shellcheck.net/wiki/SC2115 -- Use \"${var:?}\" to ensure this never expands\n",
+     "build_error", "lint-or-format-failed", Action.NONE),
+    (b"would reformat src/app/models.py\n\nOh no!\n2 files would be reformatted, 40 files would be left unchanged.\n",
+     "build_error", "lint-or-format-failed", Action.NONE),
+    (b"12 files inspected, 3 offenses detected, 3 offenses autocorrectable\n", "build_error", "lint-or-format-failed",
+     Action.NONE),
+    (b"Finished in 0.2 seconds (0.1s async, 0.1s sync)\n42 tests, 2 failures\n", "build_error", "test-failure", Action.NONE),
+    (b" Test Files  1 failed | 11 passed (12)\n      Tests  1 failed | 120 passed (121)\n", "build_error", "test-failure",
+     Action.NONE),
+    (b"go: verifying github.com/acme/lib@v1.2.3: checksum mismatch\n\tdownloaded: h1:abc=\n\tgo.sum:     h1:def=\n",
+     "build_error", "package-checksum-mismatch", Action.NONE),
     # --- a shell builtin losing the pipe race under pipefail
     (b"+ printf '%s\\n' linux darwin\n+ grep -q linux\n./ci/check.sh: line 12: printf: write error: Broken pipe\n",
      "infrastructure", "shell-builtin-broken-pipe", Action.RETRY),
@@ -295,6 +341,17 @@ NEAR_MISSES = [
     (b"error checking push permissions -- make sure you entered the correct tag name, and that you are authenticated "
      b"correctly, and try again: checking push permission for \"r.example/app\": Get https://r.example/v2/: "
      b"dial tcp 10.0.0.9:443: i/o timeout\n", "package-registry-auth", "infrastructure"),
+    # a pytest failure about a subprocess the test SIGKILLed on purpose is the test's failure
+    (b"E   AssertionError: child died with <Signals.SIGKILL: 9>.\nFAILED tests/test_supervisor.py::test_kill - "
+     b"AssertionError\n", "make-killed", "build_error"),
+    # AWS access denial is not throttling
+    (b"An error occurred (AccessDenied) when calling the PutObject operation: Access Denied\n", "cloud-api-throttled",
+     "config_error"),
+    # apt's mirror fault on a later line than an old 'Unable to locate' is not a missing package
+    (b"E: Unable to locate package foo\nE: Failed to fetch http://deb.debian.org/x.deb  Hash Sum mismatch\n",
+     "os-package-unavailable", "infrastructure"),
+    # a Go test named after a kill is not a SIGKILL report
+    (b"--- FAIL: TestSignalKilledChild (0.01s)\nFAIL\n", "make-killed", "build_error"),
     # a builtin's broken pipe inside make's recipe summary stays make's (deterministic)
     (b"make: *** [Makefile:12: gen] Broken pipe\n", "shell-builtin-broken-pipe", "build_error"),
 ]
@@ -355,7 +412,7 @@ def test_exit_124_beats_the_last_command_fallback(taxonomy):
 @pytest.mark.parametrize("command,category", [
     ("poetry run pytest -q", "test_failure"), ("npx jest --ci", "test_failure"), ("bundle exec rspec", "test_failure"),
     ("dotnet test App.sln", "test_failure"), ("npm run lint", "lint_failure"), ("pyright src", "lint_failure"),
-    ("python -m mypy src", "lint_failure"), ("dotnet build -c Release", "build_failed"), ("tsc -p .", "build_failed"),
+    ("python -m mypy src", "lint_failure"), ("git diff --exit-code", "lint_failure"), ("dotnet build -c Release", "build_failed"), ("tsc -p .", "build_failed"),
 ])
 def test_fallback_by_last_command_understands_wrappers_and_more_tools(taxonomy, command, category):
     v, _ = decided(f"$ {command}\n".encode(), taxonomy)
