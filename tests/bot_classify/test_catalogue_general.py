@@ -245,6 +245,22 @@ POSITIVE = [
      Action.NONE),
     (b"go: verifying github.com/acme/lib@v1.2.3: checksum mismatch\n\tdownloaded: h1:abc=\n\tgo.sum:     h1:def=\n",
      "build_error", "package-checksum-mismatch", Action.NONE),
+    # --- the scheduler, artifacts, ssh, loaders, file permissions
+    (b"WARNING: Event retrieved from the cluster: 0/6 nodes are available: 6 Insufficient memory. preemption: 0/6 nodes "
+     b"are available: 6 No preemption victims found for incoming pod.\nERROR: Job failed (system failure): prepare "
+     b"environment: waiting for pod running: timed out waiting for pod to start\n",
+     "config_error", "pod-unschedulable-request", Action.NONE),
+    (b"Downloading artifacts for build (1234)...\nERROR: Downloading artifacts from coordinator... not found  id=1234 "
+     b"responseStatus=404 Not Found status=404\nFATAL: permission denied\n",
+     "config_error", "artifacts-gone", Action.NONE),
+    (b"Cloning into 'deploy'...\nHost key verification failed.\nfatal: Could not read from remote repository.\n",
+     "config_error", "ssh-config-refused", Action.NONE),
+    (b'Load key "/root/.ssh/id_ed25519": error in libcrypto\ngit@gitlab.example: Permission denied (publickey).\n',
+     "config_error", "git-credentials-refused", Action.NONE),
+    (b"node:internal/modules/cjs/loader:1147\n  throw err;\n  ^\n\nError: Cannot find module 'esbuild'\n",
+     "build_error", "runtime-load-error", Action.NONE),
+    (b"npm ERR! code EACCES\nnpm ERR! Error: EACCES: permission denied, mkdir '/root/.npm/_cacache'\n",
+     "config_error", "filesystem-permission-denied", Action.NONE),
     # --- a shell builtin losing the pipe race under pipefail
     (b"+ printf '%s\\n' linux darwin\n+ grep -q linux\n./ci/check.sh: line 12: printf: write error: Broken pipe\n",
      "infrastructure", "shell-builtin-broken-pipe", Action.RETRY),
@@ -352,6 +368,15 @@ NEAR_MISSES = [
      "os-package-unavailable", "infrastructure"),
     # a Go test named after a kill is not a SIGKILL report
     (b"--- FAIL: TestSignalKilledChild (0.01s)\nFAIL\n", "make-killed", "build_error"),
+    # a pod merely pending on an autoscaler (no FitError) stays the transient pod failure
+    (b"Waiting for pod ci/runner-abc to be running, status is Pending\nERROR: Job failed (system failure): prepare "
+     b"environment: waiting for pod running: timed out waiting for pod to start\n", "pod-unschedulable-request",
+     "infrastructure"),
+    # an artifact download that failed on the network is transient
+    (b"ERROR: Downloading artifacts from coordinator... error couldn't execute GET against https://gitlab.example/api/v4/"
+     b"jobs/1/artifacts: dial tcp: i/o timeout\n", "artifacts-gone", "infrastructure"),
+    # an ssh connection that timed out is the network
+    (b"ssh: connect to host deploy.example port 22: Connection timed out\n", "ssh-config-refused", "infrastructure"),
     # a builtin's broken pipe inside make's recipe summary stays make's (deterministic)
     (b"make: *** [Makefile:12: gen] Broken pipe\n", "shell-builtin-broken-pipe", "build_error"),
 ]
