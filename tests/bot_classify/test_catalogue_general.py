@@ -86,7 +86,7 @@ POSITIVE = [
     (b"WARNING: Skipping page https://pypi.internal/simple/attrs/ because the GET request got Content-Type: "
      b"application/octet-stream. The only supported Content-Type is text/html\n"
      b"ERROR: Could not find a version that satisfies the requirement attrs (from versions: none)\n",
-     "infrastructure", "package-index-fault", Action.RETRY),
+     "infrastructure", "package-index-warning", Action.RETRY),
     (b"WARNING: Skipping page https://pypi.internal/simple/attrs/ because the GET request got Content-Type: text/plain.\n"
      b"ERROR: No matching distribution found for attrs\n", "infrastructure", "pip-index-empty", Action.RETRY),
     (b"[ERROR] Failed to execute goal on project core: Could not resolve dependencies for project a:core:jar:1.0: "
@@ -377,6 +377,18 @@ NEAR_MISSES = [
      b"jobs/1/artifacts: dial tcp: i/o timeout\n", "artifacts-gone", "infrastructure"),
     # an ssh connection that timed out is the network
     (b"ssh: connect to host deploy.example port 22: Connection timed out\n", "ssh-config-refused", "infrastructure"),
+    # harmless warnings early in a log must not outrank a later generic OOM marker (diagnostic beats generic)
+    (b"WARNING: Could not fetch URL https://extra.example/simple/x/: 503 - skipping\nSuccessfully installed x-1.0\n"
+     b"[ 40%] Building CXX object big.cpp.o\nmake[2]: *** [big.cpp.o] Error 137\n", "package-index-warning", "oom"),
+    (b"fatal: not a git repository (or any of the parent directories): .git\nmake: *** [all] Error 137\n",
+     "git-repository-refused", "oom"),
+    (b"Waiting for cache lock: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 99 (apt-get)...\n"
+     b"Setting up gcc (4:12.2.0-3) ...\nKilled\n", "os-package-manager-transient", "oom"),
+    (b"time=\"2024-01-01\" level=warning msg=\"exec: \\\"git\\\": executable file not found in $PATH\"\nKilled\n",
+     "executable-not-found", "oom"),
+    # a gRPC service's test printing PERMISSION_DENIED is not the CI identity
+    (b"    rpc error: code = PermissionDenied desc = PERMISSION_DENIED: caller lacks role\n--- FAIL: TestAuthz (0.01s)\n",
+     "cloud-permission-denied", "build_error"),
     # a builtin's broken pipe inside make's recipe summary stays make's (deterministic)
     (b"make: *** [Makefile:12: gen] Broken pipe\n", "shell-builtin-broken-pipe", "build_error"),
 ]
