@@ -96,15 +96,37 @@ def test_make_recipe_broken_pipe_is_a_build_error(taxonomy):
     b"===============================================================================\n"
     b"test cases: 3 | 2 passed | 1 failed\n",
 ])
-def test_bad_alloc_in_a_test_process_is_oom(taxonomy, trace):
+def test_bad_alloc_in_a_test_process_without_a_kill_is_the_tests_failure(taxonomy, trace):
+    """General pass: a cgroup memory limit never makes an allocation fail (the kernel SIGKILLs the
+    process instead), so a reported std::bad_alloc without a kill is an absurd size, an address-space
+    limit or the host's overcommit heuristic: the test's failure, not resized."""
     v, action = decided(trace, taxonomy)
-    assert (v.family.value, v.category, v.rule) == ("oom", "runtime_oom", "test-process-bad-alloc")
-    assert action == Action.RESIZE
+    assert (v.family.value, v.category) == ("build_error", "test_failure")
+    assert action == Action.NONE
+
+
+@pytest.mark.parametrize("trace", [
+    b"terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc\n",
+    b"memory allocation of 18446744073709551615 bytes failed\n",
+])
+def test_a_bare_refused_allocation_is_a_weak_build_error(taxonomy, trace):
+    v, action = decided(trace, taxonomy)
+    assert (v.family.value, v.category, v.rule, v.confidence) == (
+        "build_error", "allocation_failed", "allocation-refused", "weak")
+    assert action == Action.NONE
+
+
+def test_bad_alloc_with_a_sigkill_stays_oom(taxonomy):
+    f = dataclasses.replace(facts(failure_reason="script_failure", exit_code=137),
+                            variables={"KUBERNETES_MEMORY_LIMIT": "4Gi"})
+    v = classify(f, b"terminate called after throwing an instance of 'std::bad_alloc'\nKilled\n", taxonomy)
+    assert (v.family.value, v.rule) == ("oom", "sigkill-with-memory-hint")
+    assert decide(f, v, [], default_policy(), ClassUsage()).action == Action.RESIZE
 
 
 def test_an_indented_bad_alloc_without_a_test_framework_is_not_this_rule(taxonomy):
     v, _ = decided(b"  std::bad_alloc\n", taxonomy)
-    assert v.rule != "test-process-bad-alloc"
+    assert v.family.value != "oom"
 
 
 @pytest.mark.parametrize("line", [
@@ -176,7 +198,8 @@ def test_an_empty_helper_variable_falls_back_to_the_build_variables(taxonomy):
     (b"12/40 proj:unit / slow_test                    TIMEOUT        600.02s   killed by signal 15 SIGTERM\n",
      "timeout", "test-harness-timeout"),
     (b"---- parser::tests::rejects_empty stdout ----\nthread 'parser::tests::rejects_empty' panicked at src/parser.rs:10:9:\n",
-     "build_error", "test-failure"),
+     "build_error", "rust-panic"),  # the panic line is the latest (general pass: rust-panic)
+    (b"---- parser::tests::rejects_empty stdout ----\n", "build_error", "test-failure"),
     (b"WARNING: step_script could not run\nexecution took longer than 1h0m0s seconds\n", "timeout", "runner-execution-timeout"),
     (b"ccache: FATAL: Failed to open /ci/ccache/tmp/tmp.cpp_stderr.host.4242: No such file or directory\n",
      "infrastructure", "compiler-temp-file-vanished"),
