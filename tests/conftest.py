@@ -32,3 +32,12 @@ def pg_server() -> Iterator[PgServer]:
         raise
     yield server
     server.destroy()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> str:
+    """The URL of a new, empty schema on the session's PostgreSQL server: one per test.
+
+    Several stores opened on the same URL share the database, as replicas do.
+    """
+    return pg_server.url(schema=pg_server.new_schema())

@@ -30,13 +30,6 @@ def _failures(report: dict) -> dict[str, str]:
     return {c["what"]: c["detail"] for c in report["checks"] if c["status"] == "fail"}
 
 
-@pytest.fixture()
-def farm():
-    f = Farm({})
-    yield f
-    f.close()
-
-
 def test_a_well_set_up_project_passes(farm, tmp_path, monkeypatch, capsys):
     farm.add_project("ok/app", BUILD)
     rc, report = _doctor(farm, tmp_path, ["ok/app"], monkeypatch, capsys)

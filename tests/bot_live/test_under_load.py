@@ -9,7 +9,7 @@ import time
 import pytest
 
 from retry_bot.actions import ActionRequest
-from tests.bot_live.farm import POLICY, Farm, compile_error, cycle_until, make_bot
+from tests.bot_live.farm import POLICY, compile_error, cycle_until, make_bot
 
 STORM_POLICY = POLICY + """
 [storm]
@@ -42,13 +42,6 @@ def fleet(state: dict) -> callable:
                            b"dial tcp 10.0.0.7:2376: connect: connection refused\n"}
         return {"status": "success", "log": b"ok\nJob succeeded\n"}
     return run
-
-
-@pytest.fixture()
-def farm():
-    f = Farm({})
-    yield f
-    f.close()
 
 
 def _named(farm, prefix):
