@@ -9,6 +9,14 @@ import pytest
 from tests.bot_state.pgserver import PgServer, find_bindir
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that needs the PostgreSQL server (the ``pg_server`` fixture, or the ``postgres`` marker of
+    the store tests' PostgreSQL parameter) starts one: it is ``slow``, outside the fast lane."""
+    for item in items:
+        if "pg_server" in getattr(item, "fixturenames", ()) or item.get_closest_marker("postgres") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     """One throwaway PostgreSQL server on 127.0.0.1 for the whole run (Debian's binaries).

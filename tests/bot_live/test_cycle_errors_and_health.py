@@ -12,8 +12,12 @@ import sys
 import urllib.error
 import urllib.request
 
+import pytest
+
 from tests.bot_live.farm import (ENV, POLICY, ROOT, TOKEN, bot_config_text, make_bot, metric_sample,
                                  oom_project)
+
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
 
 
 def _once(cfg, env):

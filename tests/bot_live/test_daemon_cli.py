@@ -13,6 +13,8 @@ from retry_bot.cli import main
 from runner_wrapper.logconfig import configure_logging
 from tests.bot_live.farm import ENV, ROOT, Farm, compile_error, cycle_until, make_bot, needs_memory
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 
 @pytest.fixture()
 def farm(farm: Farm) -> Farm:

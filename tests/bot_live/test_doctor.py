@@ -10,7 +10,7 @@ import yaml
 from retry_bot.cli import main
 from tests.bot_live.farm import ENV, POLICY, TEMPLATE, TOKEN, Farm, bot_config_text
 
-pytestmark = pytest.mark.filterwarnings("ignore:Using variable_values:DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:Using variable_values:DeprecationWarning"), pytest.mark.slow]
 
 BUILD = {"build": {"stage": "build", "script": ["make"]}}
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from retry_bot.commands.history import render
 from tests.bot_live.farm import cycle_until, make_bot, oom_project, pipeline_creates
+
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
 
 
 def test_a_dry_run_does_not_use_up_the_failed_jobs(farm, tmp_path):

@@ -16,6 +16,8 @@ from retry_bot.gitlab.client import GitLabClient, RetrySettings
 from retry_bot.gitlab.standin import StandIn
 from retry_bot.state import LeadershipLost, open_store
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 
 class Clock:
     def __init__(self, start: float = 1_800_000_000.0) -> None:

@@ -4,7 +4,11 @@ pipelines are not re-created.  Against the stand-in over real HTTP."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.bot_live.farm import cycle_until, make_bot, oom_project, pipeline_creates
+
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
 
 ORIGIN_SHA_VARIABLE = "RETRY_BOT_ORIGIN_SHA"   # documented in docs/live-bot.md
 

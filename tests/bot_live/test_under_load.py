@@ -11,6 +11,8 @@ import pytest
 from retry_bot.actions import ActionRequest
 from tests.bot_live.farm import POLICY, compile_error, cycle_until, make_bot
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 STORM_POLICY = POLICY + """
 [storm]
 families = ["infrastructure"]

@@ -9,7 +9,7 @@ import pytest
 
 from retry_bot.state import StateUnavailable, open_store
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
 def test_restart_and_outage_under_a_running_store(pg_server, pg_url):
