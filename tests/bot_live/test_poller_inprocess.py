@@ -10,7 +10,7 @@ or between the write and its record, is resumed exactly once.  Only the public e
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -44,10 +44,10 @@ class Clock:
         return self.now
 
 
-class Bot:
+class BotProcess:
     """One bot process: a poller and an action runner over the fake GitLab and a state store.
 
-    A new ``Bot`` on the same state file is the process restarted after a crash.
+    A new ``BotProcess`` on the same state file is the process restarted after a crash.
     """
 
     def __init__(self, gitlab: FakeGitLab, state: Path, clock: Clock) -> None:
@@ -78,12 +78,12 @@ def gitlab(clock: Clock) -> FakeGitLab:
 
 
 @pytest.fixture()
-def bots(tmp_path: Path, gitlab: FakeGitLab, clock: Clock) -> Iterator[callable]:
+def bots(tmp_path: Path, gitlab: FakeGitLab, clock: Clock) -> Iterator[Callable[[], BotProcess]]:
     """Start a bot process (again) on the test's state file; all are closed at the end."""
-    started: list[Bot] = []
+    started: list[BotProcess] = []
 
-    def start() -> Bot:
-        b = Bot(gitlab, tmp_path / "state.db", clock)
+    def start() -> BotProcess:
+        b = BotProcess(gitlab, tmp_path / "state.db", clock)
         started.append(b)
         return b
 
@@ -105,7 +105,7 @@ def oom_trace(job: dict, limit: int) -> bytes:
 
 
 def failed_oom_job(gitlab: FakeGitLab) -> dict:
-    pid = gitlab._project(PROJECT)["id"]
+    pid = gitlab.project_id(PROJECT)
     job = gitlab.failed_job(pid, "build", trace=b"", exit_code=137)
     gitlab.traces[job["id"]] = oom_trace(job, 128 * MiB)
     return job
@@ -139,7 +139,7 @@ def test_oom_job_gets_a_recreation_intent_then_a_pipeline_and_a_play_with_more_m
 
 
 def test_a_build_error_gets_no_intent_and_no_write(gitlab, bots):
-    job = gitlab.failed_job(gitlab._project(PROJECT)["id"], "build", trace=COMPILE_TRACE, exit_code=1)
+    job = gitlab.failed_job(gitlab.project_id(PROJECT), "build", trace=COMPILE_TRACE, exit_code=1)
     bot = bots()
     [out] = bot.poller.run_cycle().decided
     assert (out.job_id, out.family, out.action, out.acted) == (job["id"], "build_error", "none", ""), out
@@ -149,7 +149,7 @@ def test_a_build_error_gets_no_intent_and_no_write(gitlab, bots):
 
 
 def test_a_transient_failure_gets_one_retry(gitlab, bots):
-    job = gitlab.failed_job(gitlab._project(PROJECT)["id"], "fetch", trace=DNS_TRACE, exit_code=6)
+    job = gitlab.failed_job(gitlab.project_id(PROJECT), "fetch", trace=DNS_TRACE, exit_code=6)
     bot = bots()
     [out] = bot.poller.run_cycle().decided
     assert (out.family, out.action, out.acted) == ("infrastructure", "retry", "done"), out
@@ -170,7 +170,7 @@ def test_a_crash_around_the_retry_write_is_resumed_exactly_once(gitlab, bots, cl
     """``before``: the intent is committed, the process dies before its write reaches GitLab;
     ``after``: GitLab retried the job, the process died before recording it.  The restarted
     process reads GitLab before writing: one retry in GitLab either way."""
-    job = gitlab.failed_job(gitlab._project(PROJECT)["id"], "fetch", trace=DNS_TRACE, exit_code=6)
+    job = gitlab.failed_job(gitlab.project_id(PROJECT), "fetch", trace=DNS_TRACE, exit_code=6)
     gitlab.crash = ("retry", when)
     with pytest.raises(Crash):
         bots().poller.run_cycle()

@@ -155,6 +155,9 @@ class FakeGitLab:
                 self.manual.add(job["id"])
             bridge.update(status="success", downstream_pipeline={"id": child["id"], "status": "manual"})
 
+    def project_id(self, path: str) -> int:
+        return int(self._project(path)["id"])
+
     def jobs_named(self, name: str) -> list[dict[str, Any]]:
         return [copy.deepcopy(j) for _, j in sorted(self.jobs.items()) if j["name"] == name]
 
@@ -218,7 +221,7 @@ class FakeGitLab:
         return copy.deepcopy(self._project(project))
 
     def group_projects(self, group: int | str, *, include_subgroups: bool = True) -> list[dict[str, Any]]:
-        raise NotFound("404 Group Not Found", status=404, what=f"group {group}")
+        raise NotImplementedError("the fake has no groups: configure projects, or use the stand-in")
 
     def iter_failed_jobs(self, project: int | str, *, per_page: int = 100) -> Iterator[dict[str, Any]]:
         self.reads.append("iter_failed_jobs")
