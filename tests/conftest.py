@@ -9,11 +9,18 @@ import pytest
 from tests.bot_state.pgserver import PgServer, find_bindir
 
 
+#: Fixtures that start servers: a test using one is end to end.
+_SERVER_FIXTURES = ("pg_server", "farm")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that needs the PostgreSQL server (the ``pg_server`` fixture, or the ``postgres`` marker of
-    the store tests' PostgreSQL parameter) starts one: it is ``slow``, outside the fast lane."""
+    """A test that starts a server is ``slow``, outside the fast lane (``pytest -m "not slow"``): one using
+    the PostgreSQL server (``pg_server``, or the ``postgres`` marker of the store tests' PostgreSQL
+    parameter) or the stand-in with a runner loop (``farm``, tests/bot_live/conftest.py), also in test
+    files that do not say ``slow`` themselves."""
     for item in items:
-        if "pg_server" in getattr(item, "fixturenames", ()) or item.get_closest_marker("postgres") is not None:
+        names = getattr(item, "fixturenames", ())
+        if any(f in names for f in _SERVER_FIXTURES) or item.get_closest_marker("postgres") is not None:
             item.add_marker(pytest.mark.slow)
 
 
