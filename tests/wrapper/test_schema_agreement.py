@@ -115,7 +115,8 @@ def near_valid(draw) -> dict:
         kind = draw(st.sampled_from(["remove", "add", "replace", "edge"]))
         if kind == "add":
             where = draw(st.sampled_from(_containers(rec)))
-            _get(rec, where)[draw(st.sampled_from(["extra", "id", "oom_kills", "alg", "x-note"]))] = draw(json_value)
+            _get(rec, where)[draw(st.sampled_from(["extra", "id", "oom_kills", "alg", "x-note"]))] = \
+                copy.deepcopy(draw(json_value))
             continue
         paths = _paths(rec)
         path = draw(st.sampled_from(paths))
@@ -126,7 +127,8 @@ def near_valid(draw) -> dict:
             else:
                 parent.pop(path[-1])
         else:
-            parent[path[-1]] = draw(json_value if kind == "replace" else edge_value)
+            # a copy: a later change must not alter sampled_from's own [] and {} (hypothesis reuses them)
+            parent[path[-1]] = copy.deepcopy(draw(json_value if kind == "replace" else edge_value))
     return rec
 
 
