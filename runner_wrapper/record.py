@@ -25,7 +25,7 @@ import base64
 import hmac
 import json
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Iterable, Mapping
 
 from runner_wrapper import marker as _marker
@@ -165,72 +165,145 @@ class UsageRecord:
     def from_dict(cls, data: Mapping[str, Any]) -> "UsageRecord":
         """Build a record from JSON data, with a clear :class:`RecordError` on bad input.
 
-        Unknown keys are ignored (forward compatibility within v1); a missing
-        required key or a wrong type is an error naming the key.
+        Accepts exactly what ``usage-record.schema.json`` accepts (a property test
+        holds the two together): unknown keys are ignored (forward compatibility
+        within v1); a missing required key, a wrong type, a number below the
+        schema's minimum, an unknown backend or a malformed ``signature`` member is
+        an error naming the key.  An integer field also takes a number with a zero
+        fraction (``3.0``), as JSON Schema's ``integer`` does.
         """
         if not isinstance(data, Mapping):
             raise RecordError(f"usage record must be a JSON object, not {type(data).__name__}")
         schema = data.get("schema")
         if schema != SCHEMA:
             raise RecordError(f"unsupported usage record schema {schema!r} (expected {SCHEMA!r})")
-        try:
-            stages = tuple(_build(StageUsage, s, f"stages[{i}]") for i, s in enumerate(data.get("stages") or ()))
-            return cls(
-                job=_build(JobIdentity, data.get("job"), "job"),
-                host=_build(HostInfo, data.get("host"), "host"),
-                limits=_build(AppliedLimits, data.get("limits") or {}, "limits"),
-                usage=_build(Usage, data.get("usage"), "usage"),
-                started_at=_typed(data, "started_at", str, "started_at"),
-                finished_at=_typed(data, "finished_at", str, "finished_at"),
-                exit_code=_opt_int(data.get("exit_code"), "exit_code"),
-                stages=stages,
-                stages_truncated=bool(data.get("stages_truncated", False)),
-            )
-        except TypeError as exc:
-            raise RecordError(f"malformed usage record: {exc}") from exc
+        for key in ("job", "host", "limits", "usage", "started_at", "finished_at"):
+            if key not in data:
+                raise RecordError(f"usage record: missing required field {key!r}")
+        raw_stages = data.get("stages", [])
+        if not isinstance(raw_stages, list):
+            raise RecordError(f"stages: expected an array, got {_json_type(raw_stages)}")
+        if "signature" in data:
+            _check_signature_member(data["signature"])
+        stages = tuple(_build(StageUsage, s, f"stages[{i}]") for i, s in enumerate(raw_stages))
+        truncated = data.get("stages_truncated", False)
+        if not isinstance(truncated, bool):
+            raise RecordError(f"stages_truncated: expected a boolean, got {truncated!r}")
+        return cls(
+            job=_build(JobIdentity, data["job"], "job"),
+            host=_build(HostInfo, data["host"], "host"),
+            limits=_build(AppliedLimits, data["limits"], "limits"),
+            usage=_build(Usage, data["usage"], "usage"),
+            started_at=_typed(data, "started_at", str, "started_at"),
+            finished_at=_typed(data, "finished_at", str, "finished_at"),
+            exit_code=_field(data.get("exit_code"), (_INT, True, None), "exit_code"),
+            stages=stages,
+            stages_truncated=truncated,
+        )
 
 
-_INT_FIELDS = {"id", "project_id", "pipeline_id", "memory_limit_bytes", "memory_request_bytes",
-               "memory_peak_bytes", "memory_mean_bytes", "oom_kills", "memory_failcnt",
-               "memory_pressure_usec", "cpu_pressure_usec", "attempt", "exit_code"}
-_FLOAT_FIELDS = {"cpu_limit_cores", "cpu_request_cores", "wall_seconds", "cpu_user_seconds",
-                 "cpu_system_seconds", "cpu_mean_cores", "cpu_max_cores", "cpu_seconds"}
+# The members of each part of the record as usage-record.schema.json types them:
+# (JSON type, null allowed, minimum).  tests/wrapper/test_schema_agreement.py checks that
+# from_dict and the schema accept and reject the same records.
+_INT, _NUM, _STR, _BOOL, _STRMAP = "integer", "number", "string", "boolean", "object of strings"
+_RULES: dict[type, dict[str, tuple[str, bool, int | None]]] = {
+    JobIdentity: {"id": (_INT, False, 1), "project_id": (_INT, True, 0), "project_path": (_STR, True, None),
+                  "pipeline_id": (_INT, True, 0), "name": (_STR, True, None), "stage": (_STR, True, None),
+                  "ref": (_STR, True, None), "protected": (_BOOL, True, None), "url": (_STR, True, None),
+                  "variables": (_STRMAP, False, None)},
+    HostInfo: {"hostname": (_STR, False, None), "runner": (_STR, True, None), "backend": (_STR, False, None),
+               "approximate": (_BOOL, False, None), "kernel": (_STR, True, None),
+               "wrapper_version": (_STR, True, None)},
+    AppliedLimits: {"memory_limit_bytes": (_INT, True, 0), "memory_request_bytes": (_INT, True, 0),
+                    "cpu_limit_cores": (_NUM, True, 0), "cpu_request_cores": (_NUM, True, 0),
+                    "sources": (_STRMAP, False, None)},
+    Usage: {"wall_seconds": (_NUM, False, 0), "memory_peak_bytes": (_INT, True, 0),
+            "memory_mean_bytes": (_INT, True, 0), "cpu_user_seconds": (_NUM, True, 0),
+            "cpu_system_seconds": (_NUM, True, 0), "cpu_mean_cores": (_NUM, True, 0),
+            "cpu_max_cores": (_NUM, True, 0), "oom_kills": (_INT, False, 0), "memory_failcnt": (_INT, True, 0),
+            "memory_pressure_usec": (_INT, True, 0), "cpu_pressure_usec": (_INT, True, 0)},
+    StageUsage: {"name": (_STR, False, None), "attempt": (_INT, False, 1), "wall_seconds": (_NUM, False, 0),
+                 "exit_code": (_INT, True, None), "oom_kills": (_INT, False, 0), "memory_peak_bytes": (_INT, True, 0),
+                 "memory_mean_bytes": (_INT, True, 0), "cpu_seconds": (_NUM, True, 0), "cpu_max_cores": (_NUM, True, 0)},
+}
+#: ``host.backend`` (the schema's enum).
+BACKENDS = ("cgroup-v2", "cgroup-v1", "psutil")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")  # the schema's pattern, searched as JSON Schema does
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    return "an array" if isinstance(v, (list, tuple)) else "an object" if isinstance(v, Mapping) else type(v).__name__
+
+
+def _field(v: Any, rule: tuple[str, bool, int | None], where: str) -> Any:
+    """One member checked against its schema rule; returns the value as the dataclass holds it."""
+    kind, nullable, minimum = rule
+    if v is None:
+        if nullable:
+            return None
+        raise RecordError(f"{where}: expected {kind}, got null")
+    if kind in (_INT, _NUM):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise RecordError(f"{where}: expected {'an integer' if kind == _INT else 'a number'}, got {v!r}")
+        if kind == _INT and isinstance(v, float):
+            if not v.is_integer():
+                raise RecordError(f"{where}: expected an integer, got {v!r}")
+            v = int(v)  # JSON Schema: an integer is any number with a zero fractional part
+        if minimum is not None and v < minimum:
+            raise RecordError(f"{where}: must be at least {minimum}, got {v!r}")
+        return v if kind == _INT else float(v)
+    if kind == _STR:
+        if not isinstance(v, str):
+            raise RecordError(f"{where}: expected a string, got {v!r}")
+        return v
+    if kind == _BOOL:
+        if not isinstance(v, bool):
+            raise RecordError(f"{where}: expected a boolean, got {v!r}")
+        return v
+    if not isinstance(v, Mapping) or not all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
+        raise RecordError(f"{where}: expected an object of strings")
+    return dict(v)
 
 
 def _build(cls: type, data: Any, path: str) -> Any:
     if not isinstance(data, Mapping):
-        raise RecordError(f"{path}: expected an object, got {type(data).__name__}")
+        raise RecordError(f"{path}: expected an object, got {_json_type(data)}")
+    rules = _RULES[cls]
     kwargs: dict[str, Any] = {}
     for f in fields(cls):
-        if f.name not in data:
-            continue
-        v = data[f.name]
-        where = f"{path}.{f.name}"
-        if f.name in _INT_FIELDS:
-            v = _opt_int(v, where)
-        elif f.name in _FLOAT_FIELDS:
-            if v is not None:
-                if isinstance(v, bool) or not isinstance(v, (int, float)):
-                    raise RecordError(f"{where}: expected a number, got {v!r}")
-                v = float(v)
-        elif f.name in ("variables", "sources"):
-            if not isinstance(v, Mapping) or not all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
-                raise RecordError(f"{where}: expected an object of strings")
-            v = dict(v)
-        kwargs[f.name] = v
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:
-        missing = [f.name for f in fields(cls) if f.name not in data]
-        raise RecordError(f"{path}: missing required field(s) {missing}") from exc
+        if f.name in data:
+            kwargs[f.name] = _field(data[f.name], rules[f.name], f"{path}.{f.name}")
+    missing = [f.name for f in fields(cls) if f.name not in data
+               and f.default is MISSING and f.default_factory is MISSING]
+    if missing:
+        raise RecordError(f"{path}: missing required field(s) {missing}")
+    if cls is HostInfo and "backend" in kwargs and kwargs["backend"] not in BACKENDS:
+        raise RecordError(f"{path}.backend: expected one of {list(BACKENDS)}, got {kwargs['backend']!r}")
+    return cls(**kwargs)
 
 
-def _opt_int(v: Any, where: str) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise RecordError(f"{where}: expected an integer, got {v!r}")
-    return v
+def _check_signature_member(sig: Any) -> None:
+    """The ``signature`` member's shape (whether it verifies is :func:`verify_record`'s business)."""
+    if not isinstance(sig, Mapping):
+        raise RecordError(f"signature: expected an object, got {_json_type(sig)}")
+    extra = sorted(set(sig) - {"alg", "key_id", "value"})
+    if extra:
+        raise RecordError(f"signature: unknown member(s) {extra}")
+    if sig.get("alg") != "hmac-sha256":
+        raise RecordError(f"signature.alg: expected 'hmac-sha256', got {sig.get('alg')!r}")
+    if not isinstance(sig.get("key_id"), str):
+        raise RecordError(f"signature.key_id: expected a string, got {sig.get('key_id')!r}")
+    value = sig.get("value")
+    if not isinstance(value, str) or not _HEX64.search(value):
+        raise RecordError(f"signature.value: expected 64 lowercase hex digits, got {value!r}")
 
 
 def _typed(d: Mapping[str, Any], key: str, typ: type, where: str) -> Any:

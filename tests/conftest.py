@@ -9,6 +9,21 @@ import pytest
 from tests.bot_state.pgserver import PgServer, find_bindir
 
 
+#: Fixtures that start servers: a test using one is end to end.
+_SERVER_FIXTURES = ("pg_server", "farm")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that starts a server is ``slow``, outside the fast lane (``pytest -m "not slow"``): one using
+    the PostgreSQL server (``pg_server``, or the ``postgres`` marker of the store tests' PostgreSQL
+    parameter) or the stand-in with a runner loop (``farm``, tests/bot_live/conftest.py), also in test
+    files that do not say ``slow`` themselves."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if any(f in names for f in _SERVER_FIXTURES) or item.get_closest_marker("postgres") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     """One throwaway PostgreSQL server on 127.0.0.1 for the whole run (Debian's binaries).
@@ -32,3 +47,12 @@ def pg_server() -> Iterator[PgServer]:
         raise
     yield server
     server.destroy()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> str:
+    """The URL of a new, empty schema on the session's PostgreSQL server: one per test.
+
+    Several stores opened on the same URL share the database, as replicas do.
+    """
+    return pg_server.url(schema=pg_server.new_schema())

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import tomllib
+from pathlib import Path
+
 import pytest
 
 from retry_bot.classify import classify
 from retry_bot.model import Family
+from tests.common.fresh_interpreter import as_json, in_fresh_interpreters
 
 from .conftest import facts, usage_record
+
+JOBLOGS = Path(__file__).resolve().parents[1] / "data" / "joblogs"
 
 COMPILE_ERR = b"src/a.cpp:12:3: error: 'foo' was not declared in this scope\n"
 CC1PLUS = b"g++: fatal error: Killed signal terminated program cc1plus\ncompilation terminated.\n"
@@ -192,9 +199,28 @@ def test_evidence_is_trimmed(taxonomy):
     assert c.category == "no_space" and len(c.evidence[-1]) < 300 and "No space left" in c.evidence[-1]
 
 
-def test_deterministic(taxonomy):
-    trace = COMPILE_ERR + CC1PLUS + MAKE_ERR
-    assert verdict(taxonomy, trace) == verdict(taxonomy, trace)
+def verdicts_of_the_labelled_logs() -> list[list]:
+    """Every labelled job-log excerpt (tests/data/joblogs) classified with the default taxonomy."""
+    from retry_bot.classify import load_taxonomy
+    from retry_bot.model import JobFacts
+
+    taxonomy = load_taxonomy()
+    out = []
+    for split in sorted(JOBLOGS.glob("*.toml")):
+        for c in tomllib.loads(split.read_text("utf-8"))["case"]:
+            f = JobFacts(job_id=1, name=c["id"], failure_reason=c.get("failure_reason"),
+                         exit_code=c.get("exit_code"), status=c.get("status", "failed"))
+            v = classify(f, c["excerpt"].encode("utf-8"), taxonomy)
+            out.append([split.name, c["id"], v.family.value, v.category, v.rule, v.confidence, list(v.evidence)])
+    return out
+
+
+def test_classification_is_the_same_in_fresh_interpreters_with_other_hash_seeds():
+    """Rule order, tie-breaks and evidence must not depend on set/dict order (PYTHONHASHSEED) or state."""
+    here = as_json(verdicts_of_the_labelled_logs())
+    assert len(json.loads(here)) >= 100
+    for other in in_fresh_interpreters(verdicts_of_the_labelled_logs):
+        assert other == here
 
 
 @pytest.mark.parametrize("shift", range(-30, 31, 3))

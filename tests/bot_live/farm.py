@@ -251,3 +251,25 @@ def fail_five_jobs_in_two_projects(farm: Farm) -> None:
     farm.standin.create_pipeline("grp/a")
     farm.standin.create_pipeline("grp/b")
     assert farm.standin.wait_for(lambda: sum(j.status == "failed" for j in farm.standin.jobs()) == 5)
+
+
+def oom_project(farm: Farm, path: str = "grp/d", *, pipeline: bool = True) -> None:
+    """Project ``path`` with one job ``build`` (128Mi, needs about 300 MiB); with ``pipeline``, run
+    a pipeline until ``build`` has failed (OOM-killed)."""
+    farm.behaviours["build"] = needs_memory(300)
+    farm.add_project(path, {"build": {"stage": "build", "tags": ["small"], "script": ["make"],
+                                      "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}}})
+    if pipeline:
+        farm.standin.create_pipeline(path)
+        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs(path)))
+
+
+def pipeline_creates(farm: Farm) -> list:
+    """The stand-in's calls that created a pipeline (the bot's writes of a re-creation)."""
+    return farm.standin.calls_matching("POST", r"/pipeline$")
+
+
+def metric_sample(bot: Bot, name: str, **labels: str) -> float:
+    """A Prometheus sample of the bot's registry (0 when never set)."""
+    v = bot.metrics.registry.get_sample_value(name, labels)
+    return 0.0 if v is None else v

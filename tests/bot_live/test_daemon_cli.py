@@ -13,17 +13,19 @@ from retry_bot.cli import main
 from runner_wrapper.logconfig import configure_logging
 from tests.bot_live.farm import ENV, ROOT, Farm, compile_error, cycle_until, make_bot, needs_memory
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 
 @pytest.fixture()
-def farm():
-    f = Farm({"build": needs_memory(300), "compile": compile_error})
-    f.add_project("grp/d", {"build": {"stage": "build", "tags": ["small"], "script": ["make"],
-                                      "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}},
-                            "compile": {"stage": "build", "tags": ["small"], "script": ["make"]}})
-    f.standin.create_pipeline("grp/d")
-    assert f.standin.wait_for(lambda: sum(j.status == "failed" for j in f.standin.jobs()) == 2)
-    yield f
-    f.close()
+def farm(farm: Farm) -> Farm:
+    """conftest's farm with project grp/d whose pipeline failed two jobs: an OOM kill and a compile error."""
+    farm.behaviours.update({"build": needs_memory(300), "compile": compile_error})
+    farm.add_project("grp/d", {"build": {"stage": "build", "tags": ["small"], "script": ["make"],
+                                         "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}},
+                               "compile": {"stage": "build", "tags": ["small"], "script": ["make"]}})
+    farm.standin.create_pipeline("grp/d")
+    assert farm.standin.wait_for(lambda: sum(j.status == "failed" for j in farm.standin.jobs()) == 2)
+    return farm
 
 
 def test_dry_run_decides_and_writes_nothing_to_gitlab(farm, tmp_path):

@@ -13,6 +13,8 @@ import pytest
 from retry_bot import demo
 from retry_bot.demo import run_demo
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

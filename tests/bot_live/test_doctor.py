@@ -10,7 +10,7 @@ import yaml
 from retry_bot.cli import main
 from tests.bot_live.farm import ENV, POLICY, TEMPLATE, TOKEN, Farm, bot_config_text
 
-pytestmark = pytest.mark.filterwarnings("ignore:Using variable_values:DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:Using variable_values:DeprecationWarning"), pytest.mark.slow]
 
 BUILD = {"build": {"stage": "build", "script": ["make"]}}
 
@@ -28,13 +28,6 @@ def _doctor(farm: Farm, tmp_path, projects, monkeypatch, capsys, token: str = TO
 
 def _failures(report: dict) -> dict[str, str]:
     return {c["what"]: c["detail"] for c in report["checks"] if c["status"] == "fail"}
-
-
-@pytest.fixture()
-def farm():
-    f = Farm({})
-    yield f
-    f.close()
 
 
 def test_a_well_set_up_project_passes(farm, tmp_path, monkeypatch, capsys):

@@ -20,6 +20,8 @@ import pytest
 
 from tests.bot_live.farm import ROOT
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 PY = sys.executable
 STANDIN = [PY, "-m", "retry_bot.gitlab.standin"]
 BOT = [PY, "-m", "retry_bot"]

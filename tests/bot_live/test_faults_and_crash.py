@@ -17,6 +17,8 @@ from retry_bot.state import open_store
 from tests.bot_live.farm import (ENV, ROOT, Farm, bot_config_text, compile_error, cycle_until,
                                  fail_five_jobs_in_two_projects, flaky_dns, make_bot, needs_memory, POLICY)
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 
 def _by_name(farm, project, name):
     return [j for j in farm.standin.jobs(project) if j.name == name]

@@ -20,6 +20,8 @@ from retry_bot.gitlab.standin import Fault
 from retry_bot.state import open_store
 from tests.bot_live.farm import (ENV, POLICY, ROOT, Farm, bot_config_text, compile_error, flaky_dns, needs_memory)
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 
 def _spawn(cfg, log):
     return subprocess.Popen([sys.executable, "-m", "retry_bot", "--log-format", "json", "run", "--config", str(cfg)],

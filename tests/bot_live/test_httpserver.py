@@ -85,6 +85,7 @@ def test_slow_loris_does_not_delay_a_real_client_nor_hold_threads(make_server):
             s.close()
 
 
+@pytest.mark.slow
 def test_idle_and_stalled_clients_get_408_after_the_read_deadline(make_server):
     srv = make_server(read_timeout=0.5)
     idle, header, upload = _slow_clients(srv.port, idle=1, header=1, upload=1)
@@ -106,6 +107,7 @@ def test_idle_and_stalled_clients_get_408_after_the_read_deadline(make_server):
             s.close()
 
 
+@pytest.mark.slow
 def test_trickling_client_cannot_extend_its_deadline(make_server):
     srv = make_server(read_timeout=0.6)
     s = _connect(srv.port)
@@ -172,6 +174,7 @@ def test_parse_listen_names_the_problem(value, message):
         parse_listen(value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, message", [
     (["--listen", "0.0.0.0:99999"], "--listen 0.0.0.0:99999: port 99999 is out of range (0 to 65535)"),
     (["--listen", "nonsense"], "--listen nonsense: must be HOST:PORT"),

@@ -16,6 +16,8 @@ from retry_bot.gitlab.client import GitLabClient, RetrySettings
 from retry_bot.gitlab.standin import StandIn
 from retry_bot.state import LeadershipLost, open_store
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 
 class Clock:
     def __init__(self, start: float = 1_800_000_000.0) -> None:
@@ -101,18 +103,13 @@ def test_the_write_renews_the_lease_right_before_it(gitlab, tmp_path):
         store.close()
 
 
-@pytest.fixture
-def pg_url(pg_server):
-    return lambda: pg_server.url(schema=pg_server.new_schema())
-
-
 def test_after_an_early_takeover_an_inherited_intent_is_observed_only_once_the_old_lease_ran_out(gitlab, pg_url):
     """The old leader renewed its lease, started its write, then lost its database session (the
     advisory lock): the new leader takes over at once, but must not look at GitLab (and redo the
     write) while the old write may still land."""
     standin, job = gitlab
     clock = Clock()
-    url = pg_url()
+    url = pg_url
     a, b = open_store(url, clock=clock), open_store(url, clock=clock)
     try:
         assert a.try_acquire_leadership("a", 10)

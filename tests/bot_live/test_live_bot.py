@@ -7,16 +7,11 @@ import pytest
 from runner_wrapper.quantity import parse_memory
 
 from retry_bot.gitlab.recreate import ORIGIN_VARIABLE
-from tests.bot_live.farm import (Farm, compile_error, cycle_until, flaky_dns, make_bot, needs_memory)
+from tests.bot_live.farm import compile_error, cycle_until, flaky_dns, make_bot, needs_memory
+
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
 
 MiB = 2**20
-
-
-@pytest.fixture()
-def farm():
-    f = Farm({})
-    yield f
-    f.close()
 
 
 def _jobs(farm, name):

@@ -19,6 +19,8 @@ from tests.bot_live.farm import (Farm, compile_error, cycle_until, fail_five_job
                                  make_bot, needs_memory)
 from tests.bot_live.scripted_http import Scripted
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 
 class SimClock:
     def __init__(self, t: float = 1000.0):

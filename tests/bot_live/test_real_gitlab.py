@@ -16,7 +16,7 @@ from retry_bot.gitlab.client import GitLabClient, GraphQLSchemaError
 from retry_bot.gitlab.recreate import CONFIG_VARIABLE, decode_config
 from tests.bot_live.farm import TOKEN, Farm, cycle_until, make_bot, needs_memory
 
-pytestmark = pytest.mark.filterwarnings("ignore:Using variable_values:DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:Using variable_values:DeprecationWarning"), pytest.mark.slow]
 
 #: A script that needs the runner's *job-time* expansion of its own text, never the pipeline variable's.
 DOLLAR_SCRIPT = [

@@ -39,6 +39,7 @@ def test_every_log_event_masks_url_credentials():
     assert "oauth2:***@h" in buf.getvalue()
 
 
+@pytest.mark.slow
 def test_bot_ready_does_not_log_the_token_in_the_gitlab_url(tmp_path):
     farm = Farm({"build": always_ok})
     buf = io.StringIO()

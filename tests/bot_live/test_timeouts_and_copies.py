@@ -11,6 +11,8 @@ from retry_bot.gitlab.recreate import (ChildPipelineSpec, build_child_config, fo
                                        parse_gitlab_duration)
 from tests.bot_live.farm import POLICY, Farm, cycle_until, make_bot
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 TIMEOUT_POLICY = POLICY + """
 [families.timeout]
 action = "resize"

@@ -9,7 +9,9 @@ import time
 import pytest
 
 from retry_bot.actions import ActionRequest
-from tests.bot_live.farm import POLICY, Farm, compile_error, cycle_until, make_bot
+from tests.bot_live.farm import POLICY, compile_error, cycle_until, make_bot
+
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
 
 STORM_POLICY = POLICY + """
 [storm]
@@ -42,13 +44,6 @@ def fleet(state: dict) -> callable:
                            b"dial tcp 10.0.0.7:2376: connect: connection refused\n"}
         return {"status": "success", "log": b"ok\nJob succeeded\n"}
     return run
-
-
-@pytest.fixture()
-def farm():
-    f = Farm({})
-    yield f
-    f.close()
 
 
 def _named(farm, prefix):

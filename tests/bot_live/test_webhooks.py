@@ -20,6 +20,8 @@ from retry_bot.problems import ConfigError
 from retry_bot.webhook import JobEventQueue, WebhookReceiver, parse_job_event
 from tests.bot_live.farm import ENV, Farm, bot_config_text, compile_error, flaky_dns, make_bot
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 SECRET = "hook-secret-0123456789abcdef"
 WEBHOOK = f"""
 [http]

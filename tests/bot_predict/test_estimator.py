@@ -1,8 +1,11 @@
-"""Estimator properties: limits above requests, OOM evidence never lowers a limit, clamps, determinism."""
+"""Estimator properties: limits above requests, OOM evidence never lowers a limit, clamps, determinism
+(the same predictions in fresh interpreters with other hash seeds)."""
 
 from __future__ import annotations
 
+import json
 import math
+import random
 from dataclasses import replace
 
 from hypothesis import given, settings as hsettings, strategies as st
@@ -10,6 +13,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from retry_bot.predict import Clamp, JobKey, Observation, StaticSize, predict, predict_for_retry
 from retry_bot.predict.estimator import new_index
 from retry_bot.predict.settings import DEFAULT_SETTINGS
+from tests.common.fresh_interpreter import as_json, in_fresh_interpreters
 
 KEY = JobKey.of({"package": "hdf5", "version": "1.14", "variants": "+mpi", "compiler": "gcc@12", "arch": "x86"})
 OTHER = JobKey.of({"package": "hdf5", "version": "1.12", "variants": "+mpi", "compiler": "gcc@12", "arch": "x86"})
@@ -73,12 +77,41 @@ def test_retry_view_grows_with_each_kill_and_exceeds_the_killed_limit(values, ki
         prev = a.memory_limit_bytes
 
 
-@given(peaks)
-@hsettings(max_examples=30, deadline=None)
-def test_deterministic(values):
-    a = predict(_index(values), KEY, 100 * HOUR, static=StaticSize(4e9, 2.0))
-    b = predict(_index(values), KEY, 100 * HOUR, static=StaticSize(4e9, 2.0))
-    assert a == b
+def predictions_over_a_mixed_history() -> list[dict]:
+    """Predictions after a seeded history of many keys: fallback levels, untrusted refs, OOM kills, static sizes."""
+    rng = random.Random(20261124)
+    idx = new_index(DEFAULT_SETTINGS)
+    packages = ["hdf5", "zlib", "openmpi", "py-numpy", "llvm", "gcc"]
+    keys = [JobKey.of({"package": p, "version": v, "variants": var, "compiler": c, "arch": "x86_64"})
+            for p in packages for v in ("1.0", "2.1") for var in ("+mpi", "~mpi") for c in ("gcc@12", "clang@16")]
+    for i in range(1500):
+        key = rng.choice(keys)
+        base = 2e8 * (1 + packages.index(key.get("package"))) * (1.5 if key.get("variants") == "+mpi" else 1.0)
+        at = i * 600.0
+        if rng.random() < 0.05:
+            idx.add(Observation(key=key, at=at, oom_limit_bytes=base * rng.uniform(0.5, 1.0), ref="develop"))
+            continue
+        peak = base * rng.lognormvariate(0, 0.2)
+        trusted = rng.random() < 0.9
+        idx.add(Observation(key=key, at=at, memory_peak_bytes=peak, memory_mean_bytes=peak * rng.uniform(0.3, 0.7),
+                            cpu_mean_cores=rng.uniform(0.5, 6), cpu_max_cores=8.0, duration_s=rng.uniform(60, 3600),
+                            ref="develop" if trusted else f"pr-{rng.randrange(20)}",
+                            static_memory_bytes=rng.choice([None, 4e9, 8e9])), trusted=trusted)
+    now = 1500 * 600.0
+    unseen = JobKey.of({"package": "hdf5", "version": "9.9", "variants": "+mpi", "compiler": "gcc@12", "arch": "x86_64"})
+    out = [predict(idx, k, now, static=StaticSize(4e9, 2.0)).as_dict() for k in keys + [unseen]]
+    out += [predict(idx, k, now, ref="pr-3", protected=False).as_dict() for k in keys]   # an untrusted ref
+    out += [predict_for_retry(idx, k, now, [3e9, 4e9]).as_dict() for k in keys[:8]]
+    return out
+
+
+def test_predictions_are_the_same_in_fresh_interpreters_with_other_hash_seeds():
+    """Key levels, fallbacks, calibration and ref-scoped evidence must not depend on set/dict order
+    (PYTHONHASHSEED) or on anything but the history."""
+    here = as_json(predictions_over_a_mixed_history())
+    assert len({json.dumps(a["memory_limit_bytes"]) for a in json.loads(here)}) > 10   # not all the same answer
+    for other in in_fresh_interpreters(predictions_over_a_mixed_history):
+        assert other == here
 
 
 def test_no_history_falls_back_to_static_then_defaults():

@@ -98,6 +98,7 @@ class _SlowStore:
         return self.store.usage_records_after(*a, **kw)
 
 
+@pytest.mark.slow
 def test_allocations_do_not_wait_for_a_history_refresh(tmp_path):
     inner = open_store(f"sqlite:///{tmp_path / 's.db'}")
     _records(inner, 1, 3)

@@ -69,6 +69,7 @@ def test_generated_traces_follow_the_trace_format(tmp_path):
     assert len(names_a & names_b) < 0.1 * len(names_a)   # another universe
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [11])
 def test_a_tighter_budget_gives_fewer_kills_on_a_generated_farm(tmp_path, seed):
     path = tmp_path / "t.jsonl"

@@ -184,6 +184,7 @@ def test_cli_bad_trace_is_a_clear_error(tmp_path, capsys):
     assert "bad.jsonl:1" in err and "missing field" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (BENCH / "causality_check.py").exists(), reason="benchmark tools not present")
 @pytest.mark.parametrize("baseline", [None, "gantry", "vpa"])
 def test_official_causality_check_on_a_small_trace(tmp_path, baseline):

@@ -12,10 +12,14 @@ import os
 import signal
 import time
 
+import pytest
+
 from retry_bot.state import open_store
 
 from .procs import Child
 from .test_crash import ROOT, writes
+
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
 
 TTL = 2.0
 

@@ -9,12 +9,7 @@ import pytest
 
 from retry_bot.state import StateUnavailable, open_store
 
-pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def pg_url(pg_server) -> str:
-    return pg_server.url(schema=pg_server.new_schema())
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
 def test_restart_and_outage_under_a_running_store(pg_server, pg_url):

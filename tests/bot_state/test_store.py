@@ -193,7 +193,8 @@ def test_usage_records_are_ingested_once_and_filtered(store, monkeypatch):
 
 def test_a_spool_file_is_ingested_in_batches_once(store, monkeypatch):
     monkeypatch.setattr(store_module, "_PAGE", 4)
-    spool = [make_record(i, finished_at=f"2026-01-01T00:00:{i:02d}Z") for i in range(10)]
+    # job ids from 1: GitLab's start there, and the schema (and so from_dict) refuses id 0
+    spool = [make_record(i, finished_at=f"2026-01-01T00:00:{i:02d}Z") for i in range(1, 11)]
     assert store.add_usage_records(spool, "spool:a.jsonl") == 10
     assert store.add_usage_records(spool + [make_record(99)], "spool:b.jsonl") == 1
     with pytest.raises(RecordError, match="record 1: "):

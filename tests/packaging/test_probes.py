@@ -21,6 +21,8 @@ import yaml
 
 from ._paths import CONFIG, PACKAGING, script, subprocess_env
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -312,6 +312,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_bot_code_runs_with_memory_deny_write_execute(tmp_path: Path) -> None:
     """MemoryDenyWriteExecute=yes must not break the interpreter or a dependency (ctypes
     callbacks, psycopg): run the bot's imports, and `policy check`, under the kernel's

@@ -20,6 +20,7 @@ def _failed_job(standin: StandIn) -> int:
     return run_first_pending(standin, "failed", failure_reason="runner_system_failure")
 
 
+@pytest.mark.slow
 def test_rate_limit_is_honoured_by_python_gitlab(standin: StandIn, gl: gitlab.Gitlab) -> None:
     standin.faults.add(kind="rate_limit", path=r"/projects/1$", times=1, retry_after=1)
     started = time.monotonic()
@@ -158,6 +159,7 @@ def test_twenty_percent_failures_with_retrying_client(standin: StandIn) -> None:
     assert faults and all(c.status == 503 for c in faults)
 
 
+@pytest.mark.slow
 def test_wait_for_request_sees_a_request_held_by_a_slow_fault(standin: StandIn) -> None:
     import threading
 

@@ -3,6 +3,8 @@
 import time
 import urllib.parse
 
+import pytest
+
 from runner_wrapper.allocation import build_spec, fetch_allocation
 
 from .httpserver import serve
@@ -35,6 +37,7 @@ def test_request_shape_and_answer():
     assert req["headers"]["Authorization"] == "Bearer tok-123"
 
 
+@pytest.mark.slow
 def test_failures_give_reasons_not_exceptions():
     srv, _rec, base = serve(lambda h, b: (500, {"error": "boom"}))
     try:

@@ -28,6 +28,8 @@ from .conftest import make_payload
 from .driver import job_dir
 from .test_forgery import BUILD_PYTHON, KEY, _config, _job, public_dir  # noqa: F401 - fixture
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 ALLOC = ("import sys, time; n=int(sys.argv[1]); b=bytearray(n*2**20); b[::4096]=b'x'*len(b[::4096]); "
          "time.sleep(0.2)")
 

@@ -21,7 +21,7 @@ from runner_wrapper.record import find_markers, verify_record
 from .conftest import V1_ROOT, make_payload, write_config
 from .driver import job_dir
 
-pytestmark = pytest.mark.cgroup
+pytestmark = [pytest.mark.cgroup, pytest.mark.slow]
 MiB = 2**20
 KEY = b"sig-key-for-tests"
 

@@ -47,7 +47,7 @@ def _why_not() -> str | None:
     return None
 
 
-pytestmark = [pytest.mark.skipif(_why_not() is not None, reason=_why_not() or ""), pytest.mark.cgroup]
+pytestmark = [pytest.mark.skipif(_why_not() is not None, reason=_why_not() or ""), pytest.mark.cgroup, pytest.mark.slow]
 
 
 def figure(test: str, **values: object) -> None:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 REPO = Path(__file__).resolve().parents[2]
 LANE = REPO / "tests" / "vm" / "cgroup2-lane.sh"
 INNER = Path(__file__).with_name("test_cgroup_v2_real.py")

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from runner_wrapper.accounting import build_record, host_info, job_exit_code
 from runner_wrapper.record import find_markers, verify_record
 from runner_wrapper.state import JobState, StageFigures
 
 from .conftest import make_payload, write_config
 from .driver import job_dir
+
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
 
 KEY = {"default": b"sig-key-for-tests"}
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
 from runner_wrapper.cgroup.fallback import PsutilBackend
 from runner_wrapper.executor import run_in_group
 from runner_wrapper.record import find_markers
 
 from .conftest import make_payload, write_config
 from .driver import job_dir
+
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
 
 MiB = 2**20
 HOLD = ("import time, sys; b=bytearray(int(sys.argv[1])*2**20); b[::4096]=b'x'*len(b[::4096]); "

@@ -26,6 +26,8 @@ from runner_wrapper.record import find_markers
 from .conftest import make_payload, write_config
 from .driver import job_dir
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 GiB = 2**30
 KEY = "sig-key-for-tests"
 KEYS = {"default": KEY.encode()}

@@ -11,6 +11,8 @@ from runner_wrapper.local_runner import run_job
 
 from .conftest import make_payload
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 
 def driver(tmp_path: Path, run_body: str, config_body: str = "echo '{}'") -> list[str]:
     p = tmp_path / "drv.sh"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from runner_wrapper.local_runner import _interpret, expand_variables, go_expand
 from runner_wrapper.stagerun import DriverEnv, check_exit_code_file
 
@@ -185,6 +187,7 @@ def test_the_console_script_exits_with_the_system_failure_code_on_a_driver_bug(t
     assert b"Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_prepare_names_the_real_reason_when_the_key_file_cannot_be_read(tmp_path):
     """``[signing] key_file`` set but unusable: ``prepare`` says why, not "no signing key configured"."""
     from .conftest import make_payload, write_config

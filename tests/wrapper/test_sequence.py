@@ -18,6 +18,8 @@ from runner_wrapper.record import find_markers, verify_record
 from .conftest import V1_ROOT, make_payload, write_config
 from .httpserver import serve
 
+pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
+
 KEY = "seq-signing-key-42"
 KEYS = {"default": KEY.encode()}
 ENV = {"RIGHTSIZER_SIGNING_KEY": KEY}

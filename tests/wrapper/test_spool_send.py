@@ -160,6 +160,7 @@ def test_records_the_collector_already_has_count_as_duplicates(tmp_path, capsys,
     assert collector.job_ids() == [1, 2]
 
 
+@pytest.mark.slow
 def test_collector_down_keeps_the_offset_then_delivers_when_back(tmp_path, capsys):
     port = free_port()
     cfg, spool = write_config(tmp_path, f"http://127.0.0.1:{port}/v1/usage")
@@ -183,6 +184,7 @@ def test_collector_down_keeps_the_offset_then_delivers_when_back(tmp_path, capsy
         back.close()
 
 
+@pytest.mark.slow
 def test_5xx_is_retried_a_bounded_number_of_times_then_stops(tmp_path, capsys):
     srv, rec, url = serve(lambda h, body: (503, {"error": "store unavailable"}))
     try:

@@ -125,6 +125,7 @@ FORBIDDEN = {"typing", "argparse", "base64", "hashlib", "hmac", "_hashlib", "jso
              "runner_wrapper.config", "runner_wrapper.record", "runner_wrapper.executor", "logging"}
 
 
+@pytest.mark.slow
 @pytest.mark.cgroup
 @pytest.mark.parametrize("stage", ["get_sources", "build_script"])
 def test_run_imports_nothing_heavy(tmp_path, cg_parent, stage):
@@ -160,6 +161,7 @@ def _prepared_job(tmp_path, parent, backend="auto", job_id=882):
     return jd
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["auto", "psutil"])  # the lean path (cgroups) and the full path (psutil)
 def test_exit_code_file_runners_before_17_9_and_stale_codes(tmp_path, backend):
     """Issue 10 points 2 and 6.  A runner older than 17.9 sets no BUILD_EXIT_CODE_FILE: the stage runs
@@ -202,6 +204,7 @@ def test_exit_code_file_runners_before_17_9_and_stale_codes(tmp_path, backend):
                     os.rmdir(d)
 
 
+@pytest.mark.slow
 def test_cleanup_says_where_the_record_went_when_spool_and_collector_fail(tmp_path):
     """Unwritable spool + collector down: an error naming the job-log marker as the only copy,
     never "kept in the spool only"; and no secret in the log."""
