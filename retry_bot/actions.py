@@ -24,7 +24,7 @@ Actions:
        with ``RETRY_BOT_CHILD_CONFIG`` (a ``when: manual`` copy of the job) and
        ``RETRY_BOT_ORIGIN_JOB_ID`` / ``RETRY_BOT_FAILED_JOB_ID``.  The new
        pipeline's id is kept in the state store (the sub-intent's result and the
-       ``retry-bot:pipelines`` document).  After a crash between the write and its
+       ``bot_pipelines`` table, :meth:`Store.own_pipeline`).  After a crash between the write and its
        record, the pipeline is found among the bot user's own ``api`` pipelines on
        the ref that no other intent claims -- without reading pipeline variables,
        which needs Maintainer (G ``pipeline_policy.rb``, ``read_pipeline_variable``).
@@ -75,7 +75,7 @@ from retry_bot.gitlab.client import (AmbiguousWrite, GitLabApiError, GitLabClien
 from retry_bot.state import ActionIntent, LeadershipLost, StateError
 from runner_wrapper.logconfig import get_logger
 
-__all__ = ["ActionRequest", "ActionRunner", "ActionSettings", "Outcome", "TEMPLATE_BRIDGE", "PIPELINES_SCOPE",
+__all__ = ["ActionRequest", "ActionRunner", "ActionSettings", "Outcome", "TEMPLATE_BRIDGE",
            "pipeline_creation_hint"]
 
 log = get_logger("retry_bot.actions")
@@ -85,8 +85,6 @@ TEMPLATE_BRIDGE = "retry-bot:child"
 _FINAL = ("success", "failed", "canceled", "skipped")
 #: A job in one of these was not played (yet): ``created`` is not processed yet (mechanics §11.1).
 _NOT_PLAYED = ("created", "manual", "scheduled", "waiting_for_resource")
-#: State-store document: pipeline id -> the intent key that created it (the bot's own pipelines).
-PIPELINES_SCOPE = "retry-bot:pipelines"
 
 
 def pipeline_creation_hint(message: str) -> str:
@@ -479,12 +477,7 @@ class ActionRunner:
 
     def _claim_pipeline(self, pipeline_id: int, key: str) -> None:
         """Record in the state store that ``pipeline_id`` is the bot's, made for intent ``key``."""
-        doc = self.store.get_watermark(PIPELINES_SCOPE) or {}
-        owned = dict(doc.get("pipelines", {}))
-        owned[str(pipeline_id)] = key
-        if len(owned) > 2000:  # bounded: the oldest ids go first
-            owned = dict(sorted(owned.items(), key=lambda kv: int(kv[0]))[-2000:])
-        self.store.set_watermark(PIPELINES_SCOPE, {"pipelines": owned})
+        self.store.own_pipeline(pipeline_id, key)
 
     def _bot_username(self) -> str | None:
         if not hasattr(self, "_username"):
@@ -505,9 +498,8 @@ class ActionRunner:
         The oldest unclaimed candidate is taken (one resize per job name and ref is in flight
         at a time, see ``Poller._copy_pending``).
         """
-        owned = (self.store.get_watermark(PIPELINES_SCOPE) or {}).get("pipelines", {})
         key = f"{req.key}:pipeline"
-        mine = [int(pid) for pid, k in owned.items() if k == key]
+        mine = self.store.pipelines_of(key)
         if mine:
             return min(mine)  # recorded before a crash that came before the intent was completed
         username = self._bot_username()
@@ -519,7 +511,7 @@ class ActionRunner:
             if created is not None and created.timestamp() < since - 120:
                 break
             pid = int(p["id"])
-            if owned.get(str(pid), key) != key:
+            if (self.store.pipeline_owner(pid) or key) != key:
                 continue  # another intent's pipeline
             names = {j.get("name") for j in self.client.pipeline_jobs(req.project_id, pid)} | {
                 b.get("name") for b in self.client.pipeline_bridges(req.project_id, pid)}
