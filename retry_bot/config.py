@@ -72,8 +72,10 @@ class PollSettings:
     max_jobs_per_cycle: int = 500
     #: Jobs the bot created are followed until they finish, or for this long at most.
     follow_max_age_seconds: float = 7 * 86400.0
-    #: GitLab reads in flight at once while deciding (writes stay one at a time).
+    #: GitLab reads in flight at once while deciding.
     read_concurrency: int = 8
+    #: GitLab writes in flight at once (two of one job lineage never run at once).
+    write_concurrency: int = 4
     #: Re-list the projects of configured groups every N cycles.
     group_refresh_cycles: int = 30
     trace_tail_bytes: int = 256 * 1024
@@ -258,7 +260,7 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
     pl = table("poll")
     check_keys(pl, "poll", {"projects", "groups", "interval_seconds", "lookback_hours", "per_page",
                             "max_jobs_per_cycle", "group_refresh_cycles", "trace_tail_kib", "follow_max_age_hours",
-                            "read_concurrency"})
+                            "read_concurrency", "write_concurrency"})
     projects = get(pl, "poll", "projects", list, [])
     groups = get(pl, "poll", "groups", list, [])
     for i, pr in enumerate(projects):
@@ -280,6 +282,7 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
         per_page=min(per_page, 100),
         max_jobs_per_cycle=int(get(pl, "poll", "max_jobs_per_cycle", int, 500, minimum=1)),
         read_concurrency=int(get(pl, "poll", "read_concurrency", int, 8, minimum=1)),
+        write_concurrency=int(get(pl, "poll", "write_concurrency", int, 4, minimum=1)),
         follow_max_age_seconds=float(get(pl, "poll", "follow_max_age_hours", (int, float), 168.0, minimum=1.0)) * 3600,
         group_refresh_cycles=int(get(pl, "poll", "group_refresh_cycles", int, 30, minimum=1)),
         trace_tail_bytes=int(get(pl, "poll", "trace_tail_kib", int, 256, minimum=1)) * 1024,

@@ -26,11 +26,13 @@ Everything here is the thin edge between GitLab and the pure core
 from __future__ import annotations
 
 import heapq
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from retry_bot.actions import ActionRequest, ActionRunner, Outcome
 from retry_bot.classify import classify, extract_verified_record, facts_from_job_json
@@ -73,7 +75,7 @@ class PollerSettings:
     #: Jobs the bot created are followed to their end, or until they are this old (seconds).
     follow_max_age: float = 7 * 86400.0
     #: GitLab reads of the jobs about to be decided (GraphQL details, trace tail) in flight at once.
-    #: Writes stay one at a time, in decision order.
+    #: (Writes: ``ActionSettings.write_concurrency``, through :meth:`Poller.write_batch`.)
     read_concurrency: int = 8
 
 
@@ -171,6 +173,8 @@ class Poller:
         self._scheduled: dict[str, ActionIntent] = {}
         #: The newest pipelines per (project, ref), read once per cycle for the superseded check.
         self._ref_pipelines: dict[tuple[int, str], list[Mapping[str, Any]]] = {}
+        #: The writes of the jobs being decided now, sent by the action runner's write pool.
+        self._batch: _WriteBatch | None = None
         actions.on_new_job = self._watch_new_job
 
     # ------------------------------------------------------------------ projects
@@ -313,17 +317,56 @@ class Poller:
         width = max(1, self.settings.read_concurrency)
         pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="gitlab-read") if width > 1 else None
         try:
-            step = 2 * width
-            for start in range(0, len(order), step):
-                chunk = order[start:start + step]
-                reads = self._prefetch(pool, chunk) if pool is not None and len(chunk) > 1 else {}
-                for proj, job in chunk:
-                    if stop():
-                        return
-                    self._handle_one(proj, job, report, reads.get(int(job["id"])))
+            with self.write_batch(report):
+                step = 2 * width
+                for start in range(0, len(order), step):
+                    chunk = order[start:start + step]
+                    reads = self._prefetch(pool, chunk) if pool is not None and len(chunk) > 1 else {}
+                    for proj, job in chunk:
+                        if stop():
+                            return
+                        self._handle_one(proj, job, report, reads.get(int(job["id"])))
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
+
+    # ------------------------------------------------------------------ concurrent writes
+
+    @contextmanager
+    def write_batch(self, report: CycleReport | None = None) -> Iterator[None]:
+        """Within it, the writes of new decisions go to the action runner's write pool.
+
+        Decisions stay one at a time, in order; each intent is begun (committed) before
+        its write is handed on; the runner serializes the writes of one lineage.  On
+        exit every write handed on has finished (a stop or a crash of the cycle waits
+        for the writes in flight), and ``report``'s outcomes say what became of them.
+        A deposed leader's :class:`LeadershipLost` is raised again here.
+        """
+        if self._batch is not None or self.actions.settings.write_concurrency <= 1:
+            yield
+            return
+        batch = self._batch = _WriteBatch()
+        try:
+            yield
+        finally:
+            self._batch = None
+            lost = batch.finish(report)
+        if lost is not None:
+            raise lost
+
+    def _drive_new(self, intent: ActionIntent, req: ActionRequest) -> Outcome:
+        """Drive a just-begun intent: in the write pool inside :meth:`write_batch`, else here."""
+        batch = self._batch
+        if batch is None or req.not_before > self.clock():
+            return self.actions.drive(intent)  # a backoff not due yet: no write, nothing to wait for
+        batch.add(req, self.actions.submit(intent))
+        return Outcome(req.key, "sending", "handed to the write pool")
+
+    def _await_lineage(self, job_id: int) -> None:
+        """Before deciding a job, let a write in flight for its lineage finish (it may change the lineage)."""
+        batch = self._batch
+        if batch is not None and batch.busy():
+            batch.wait_lineage(self.store.origin_of(job_id))
 
     def _prefetch(self, pool: ThreadPoolExecutor, chunk: Sequence[tuple[_Project, Mapping[str, Any]]]
                   ) -> dict[int, dict[str, Any]]:
@@ -350,6 +393,7 @@ class Poller:
     def _handle_one(self, proj: _Project, job: Mapping[str, Any], report: CycleReport,
                     reads: Mapping[str, Any] | None = None) -> None:
         try:
+            self._await_lineage(int(job["id"]))
             out = self.handle_job(proj, job, reads)
         except GitLabApiError as exc:
             report.errors.append(f"job {job.get('id')}: {exc}")
@@ -525,7 +569,7 @@ class Poller:
                  reason=decision.reason, rule=decision.rule, dry_run=dry,
                  variables=decision.variables or None, runner_class=decision.runner_class)
         if intent is not None:
-            outcome = self.actions.drive(intent)
+            outcome = self._drive_new(intent, req)
             acted = outcome.status
             self._schedule(intent, req, outcome)
         elif gate is not None and gate.verdict == "hold":
@@ -793,7 +837,14 @@ class Poller:
         """Jobs the bot started that still run, per runner class (for the policy's caps)."""
         by_user: dict[tuple[str, str], int] = {}
         by_project: dict[tuple[str, str], int] = {}
-        for (rc, user, project), n in self.store.followed_class_usage().items():
+        usage = dict(self.store.followed_class_usage())
+        batch = self._batch
+        # Writes in flight count already (their jobs are followed once created): a cap is
+        # never exceeded because decisions run ahead of their writes.  One that finishes
+        # meanwhile may be counted twice for a moment: stricter, never looser.
+        for key, n in (batch.in_flight_classes() if batch is not None else {}).items():
+            usage[key] = usage.get(key, 0) + n
+        for (rc, user, project), n in usage.items():
             by_user[(rc, user or "")] = by_user.get((rc, user or ""), 0) + n
             by_project[(rc, project or "")] = by_project.get((rc, project or ""), 0) + n
         return ClassUsage(by_user=by_user, by_project=by_project)
@@ -976,6 +1027,72 @@ class Poller:
                      origin_job_id=ended.origin_job_id)
         self._publish_followed()
         return True
+
+
+class _WriteBatch:
+    """The writes handed to the write pool while one batch of jobs is decided (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._futures: list[tuple[ActionRequest, Future[Outcome]]] = []
+        self._in_flight: dict[str, ActionRequest] = {}
+
+    def add(self, req: ActionRequest, future: "Future[Outcome]") -> None:
+        with self._lock:
+            self._futures.append((req, future))
+            self._in_flight[req.key] = req
+
+        def done(_f: Any) -> None:
+            with self._lock:
+                self._in_flight.pop(req.key, None)
+
+        future.add_done_callback(done)
+
+    def busy(self) -> bool:
+        with self._lock:
+            return bool(self._in_flight)
+
+    def wait_lineage(self, origin: int) -> None:
+        with self._lock:
+            pending = [f for r, f in self._futures if r.origin_job_id == origin and not f.done()]
+        for f in pending:
+            try:
+                f.result()
+            except BaseException:  # noqa: BLE001 - reported by finish()
+                pass
+
+    def in_flight_classes(self) -> dict[tuple[str, str | None, str | None], int]:
+        out: dict[tuple[str, str | None, str | None], int] = {}
+        with self._lock:
+            for r in self._in_flight.values():
+                if r.runner_class:
+                    k = (r.runner_class, None, r.project_path)
+                    out[k] = out.get(k, 0) + 1
+        return out
+
+    def finish(self, report: CycleReport | None) -> BaseException | None:
+        """Wait for every write; put their outcomes in ``report``; the ``LeadershipLost`` to raise, if any."""
+        lost: BaseException | None = None
+        results: dict[int, str] = {}
+        for req, f in self._futures:
+            try:
+                out = f.result()
+            except LeadershipLost as exc:
+                lost = lost or exc
+                results[req.job_id] = "waiting"
+                continue
+            except Exception as exc:  # noqa: BLE001 - one write's trouble is the cycle's error, not a crash
+                log.error("action_write_crashed", key=req.key, job_url=req.web_url, error=f"{type(exc).__name__}: {exc}",
+                          note="the intent stays open; it is driven again next cycle")
+                if report is not None:
+                    report.errors.append(f"action {req.key}: {type(exc).__name__}: {exc}")
+                results[req.job_id] = "waiting"
+                continue
+            results[req.job_id] = out.status
+        if report is not None and results:
+            report.decided[:] = [replace(o, acted=results[o.job_id]) if o.job_id in results and o.acted == "sending"
+                                 else o for o in report.decided]
+        return lost
 
 
 def _record_memory(record: Any, facts: JobFacts, limit: int | None, peak: int | None) -> tuple[int | None, int | None]:

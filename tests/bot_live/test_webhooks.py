@@ -70,7 +70,7 @@ def test_receiver_authenticates_bounds_and_only_enqueues(capsys):
     assert _call(rcv, job, _event(job_id=7)) == (200, {"duplicate": 7})                       # de-duplicated
     assert _call(rcv, job, _event(job_id=8)) == (200, {"queued": 8})
     assert _call(rcv, job, _event(job_id=9)) == (200, {"dropped": 9})                         # full: polling finds it
-    assert rcv.queue.pop() == [(3, 7), (3, 8)] and rcv.queue.dropped == 1
+    assert rcv.queue.pop() == [(3, 7, "failed"), (3, 8, "failed")] and rcv.queue.dropped == 1
     out = capsys.readouterr()
     assert SECRET not in out.out + out.err and "wrong-token-xyz" not in out.out + out.err
 
