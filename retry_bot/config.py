@@ -58,6 +58,9 @@ class WebhookSettings:
     queue_size: int = 10000
     #: With webhooks on, the full poll (the reconciliation safety net) runs this often.
     reconcile_interval_seconds: float = 900.0
+    #: The URL GitLab posts to (behind a proxy it differs from ``[http] listen``); ``retry-bot doctor``
+    #: checks that each project's hook points at it ("": hooks are matched by ``path`` only).
+    public_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -346,7 +349,7 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
     # [webhook]
     wh = table("webhook")
     check_keys(wh, "webhook", {"enabled", "path", "secret_env", "secret_file", "max_body_kib", "queue_size",
-                               "reconcile_interval_seconds"})
+                               "reconcile_interval_seconds", "public_url"})
     wh_enabled = bool(get(wh, "webhook", "enabled", bool, False))
     wh_path = get(wh, "webhook", "path", str, WebhookSettings.path)
     if not wh_path.startswith("/") or wh_path in ("/metrics", "/healthz", "/v1/allocation", "/v1/usage"):
@@ -362,12 +365,17 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
                                   " (the Secret token of the GitLab webhook), or secret_file")
     if wh_enabled and not listen:
         bad("webhook.enabled", "webhooks need the bot's HTTP server: set [http] listen")
+    wh_public = get(wh, "webhook", "public_url", str, "")
+    if wh_public and not wh_public.startswith(("http://", "https://")):
+        bad("webhook.public_url", f"must be the URL GitLab posts to (http:// or https://...{wh_path}), "
+                                  f"got {wh_public!r}")
     whs = WebhookSettings(
         enabled=wh_enabled, path=wh_path, secret=wh_secret or None, secret_source=wh_source,
         max_body_bytes=int(get(wh, "webhook", "max_body_kib", int, 256, minimum=1)) * 1024,
         queue_size=int(get(wh, "webhook", "queue_size", int, 10000, minimum=1)),
         reconcile_interval_seconds=float(get(wh, "webhook", "reconcile_interval_seconds", (int, float), 900.0,
                                              minimum=0.05)),
+        public_url=wh_public,
     )
 
     # [signing]
