@@ -215,8 +215,9 @@ class ActionRunner:
         self._lineages: dict[int, list[Any]] = {}
         #: Overall intent keys this process drove (so a stale copy is read again first).
         self._driven: set[str] = set()
+        #: The write pool and its slots, made at the first :meth:`submit` (from the settings then).
         self._pool: ThreadPoolExecutor | None = None
-        self._slots = threading.BoundedSemaphore(max(1, int(settings.write_concurrency)))
+        self._slots: threading.BoundedSemaphore | None = None
 
     # ------------------------------------------------------------------ entry points
 
@@ -272,24 +273,25 @@ class ActionRunner:
         The future's result is :meth:`drive`'s outcome (or its exception, e.g.
         :class:`~retry_bot.state.LeadershipLost`).
         """
-        self._slots.acquire()
         with self._books:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=max(1, int(self.settings.write_concurrency)),
-                                                thread_name_prefix="gitlab-write")
-            pool = self._pool
+            if self._pool is None or self._slots is None:
+                width = max(1, int(self.settings.write_concurrency))
+                self._slots = threading.BoundedSemaphore(width)
+                self._pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="gitlab-write")
+            pool, slots = self._pool, self._slots
+        slots.acquire()
         try:
             future = pool.submit(self.drive, intent, only_due=only_due)
         except BaseException:
-            self._slots.release()
+            slots.release()
             raise
-        future.add_done_callback(lambda _f: self._slots.release())
+        future.add_done_callback(lambda _f: slots.release())
         return future
 
     def close(self) -> None:
         """Wait for the writes in flight, then stop the write pool."""
         with self._books:
-            pool, self._pool = self._pool, None
+            pool, self._pool, self._slots = self._pool, None, None
         if pool is not None:
             pool.shutdown(wait=True)
 
