@@ -172,7 +172,7 @@ class Outcome:
     """What happened to one action in this pass."""
 
     key: str
-    status: str  # done | waiting | failed | dry_run
+    status: str  # done | waiting | failed | dry_run (| sending: handed to the write pool, see Poller.write_batch)
     detail: str = ""
     new_job_id: int | None = None
 

@@ -935,10 +935,12 @@ class Poller:
         """Follow a job the bot just created (a row of the state store's ``followed_jobs``)."""
         # No cap on the count (issue 15: a cap of 500 silently dropped jobs of a burst);
         # bounded by age in follow_watched.
-        self.store.follow(FollowedJob(job_id=new_job_id, project_id=req.project_id, project_path=req.project_path,
-                                      origin_job_id=req.origin_job_id, kind=req.kind, family=req.family,
-                                      category=req.category, runner_class=req.runner_class, since=self.clock()))
-        self._publish_followed()
+        new = self.store.follow(FollowedJob(job_id=new_job_id, project_id=req.project_id,
+                                            project_path=req.project_path, origin_job_id=req.origin_job_id,
+                                            kind=req.kind, family=req.family, category=req.category,
+                                            runner_class=req.runner_class, since=self.clock()))
+        if new and self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
+            self.metrics.followed_jobs.inc()  # counted afresh from the store once per cycle
 
     def _publish_followed(self) -> None:
         if self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
@@ -1025,7 +1027,8 @@ class Poller:
         else:
             log.info("recreated_job_finished", job_url=job.get("web_url"), job_id=ended.job_id, status=status,
                      origin_job_id=ended.origin_job_id)
-        self._publish_followed()
+        if self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
+            self.metrics.followed_jobs.dec()  # counted afresh from the store once per cycle
         return True
 
 
