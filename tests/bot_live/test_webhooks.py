@@ -76,6 +76,20 @@ def test_receiver_authenticates_bounds_and_only_enqueues(capsys):
     assert SECRET not in out.out + out.err and "wrong-token-xyz" not in out.out + out.err
 
 
+def test_the_ends_of_jobs_are_queued_and_a_failure_pushes_one_out_when_full():
+    rcv = WebhookReceiver(SECRET, queue=JobEventQueue(2))
+    job = {"X-Gitlab-Event": "Job Hook", "X-Gitlab-Token": SECRET}
+    for status in ("pending", "running", "created", "manual"):
+        assert "ignored" in _call(rcv, job, _event(status=status, job_id=1))[1]
+    assert _call(rcv, job, _event(status="success", job_id=1)) == (200, {"queued": 1})
+    assert _call(rcv, job, _event(status="canceled", job_id=2)) == (200, {"queued": 2})
+    assert _call(rcv, job, _event(status="success", job_id=3)) == (200, {"dropped": 3})    # full of ends
+    assert _call(rcv, job, _event(status="failed", job_id=4)) == (200, {"queued": 4})      # pushes job 1 out
+    assert _call(rcv, job, _event(status="failed", job_id=5)) == (200, {"queued": 5})      # pushes job 2 out
+    assert _call(rcv, job, _event(status="failed", job_id=6)) == (200, {"dropped": 6})     # only failures left
+    assert rcv.queue.pop() == [(3, 4, "failed"), (3, 5, "failed")] and rcv.queue.dropped == 4
+
+
 def test_receiver_without_a_secret_refuses_everything():
     rcv = WebhookReceiver(None)
     assert _call(rcv, {"X-Gitlab-Event": "Job Hook", "X-Gitlab-Token": ""}, _event())[0] == 401
