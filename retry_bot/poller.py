@@ -249,7 +249,8 @@ class Poller:
                     except GitLabApiError as exc:
                         self._note_failure(report, f"project {proj.path}", exc)
                         log.error("project_poll_failed", project=proj.path, status=exc.status, error=str(exc))
-                self.handle_listed(listed, report, stop=stop)
+                with self.write_batch(report):  # the writes go out while the next jobs are decided
+                    self.handle_listed(listed, report, stop=stop)
                 if projects and report.projects_ok == 0 and report.unavailable \
                         and len(report.auth_failures) == report.unavailable:
                     report.fatal = _auth_problem(report.auth_failures)
@@ -273,7 +274,8 @@ class Poller:
 
     def poll_project(self, proj: _Project, report: CycleReport, *, stop: Callable[[], bool] = lambda: False) -> None:
         """List and handle one project's new failed jobs (the whole cycle budget for it)."""
-        self.handle_listed([(proj, self.list_new(proj, report))], report, stop=stop)
+        with self.write_batch(report):
+            self.handle_listed([(proj, self.list_new(proj, report))], report, stop=stop)
 
     def list_new(self, proj: _Project, report: CycleReport) -> list[Mapping[str, Any]]:
         """The project's failed jobs not decided yet, newest first, at most the cycle's budget."""
@@ -317,15 +319,14 @@ class Poller:
         width = max(1, self.settings.read_concurrency)
         pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="gitlab-read") if width > 1 else None
         try:
-            with self.write_batch(report):
-                step = 2 * width
-                for start in range(0, len(order), step):
-                    chunk = order[start:start + step]
-                    reads = self._prefetch(pool, chunk) if pool is not None and len(chunk) > 1 else {}
-                    for proj, job in chunk:
-                        if stop():
-                            return
-                        self._handle_one(proj, job, report, reads.get(int(job["id"])))
+            step = 2 * width
+            for start in range(0, len(order), step):
+                chunk = order[start:start + step]
+                reads = self._prefetch(pool, chunk) if pool is not None and len(chunk) > 1 else {}
+                for proj, job in chunk:
+                    if stop():
+                        return
+                    self._handle_one(proj, job, report, reads.get(int(job["id"])))
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
