@@ -373,7 +373,8 @@ class Poller:
                   ) -> dict[int, dict[str, Any]]:
         """The reads :meth:`handle_job` starts with, for a few jobs at once (bounded by the pool).
 
-        Only reads: each job is still decided and acted on one at a time, in order, so the
+        Only reads: each job is still decided one at a time, in order, its intent begun before
+        its write (which :meth:`write_batch` may send while the next job is decided), so the
         intent protocol (and exactly-once) is untouched.  An error is kept and raised where
         the read would have been made.
         """
