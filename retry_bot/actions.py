@@ -153,6 +153,9 @@ class ActionRequest:
     not_before: float = 0.0
     #: For ``resize``: the compact child configuration and the pipeline variables.
     pipeline_variables: Mapping[str, str] = field(default_factory=dict)
+    #: The failed job's user (GitLab username): the job the action creates counts towards the
+    #: runner class's ``max_concurrent_per_user`` for this user, not for the bot's.
+    user: str | None = None
 
     @property
     def key(self) -> str:

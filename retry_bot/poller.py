@@ -876,7 +876,7 @@ class Poller:
                     pipeline_id=facts.pipeline_id, ref=facts.ref, origin_job_id=origin,
                     attempt=decision.attempt, web_url=facts.web_url, family=cls.family.value,
                     category=cls.category, runner_class=decision.runner_class,
-                    memory_limit_bytes=decision.memory_limit_bytes,
+                    memory_limit_bytes=decision.memory_limit_bytes, user=facts.user,
                     not_before=self.clock() + float(decision.delay_seconds or 0.0))
         if decision.action.value == "retry":
             return ActionRequest(kind="retry", **base)
@@ -940,7 +940,7 @@ class Poller:
         new = self.store.follow(FollowedJob(job_id=new_job_id, project_id=req.project_id,
                                             project_path=req.project_path, origin_job_id=req.origin_job_id,
                                             kind=req.kind, family=req.family, category=req.category,
-                                            runner_class=req.runner_class, since=self.clock()))
+                                            runner_class=req.runner_class, user=req.user, since=self.clock()))
         if new and self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
             self.metrics.followed_jobs.inc()  # counted afresh from the store once per cycle
 
@@ -1071,7 +1071,7 @@ class _WriteBatch:
         with self._lock:
             for r in self._in_flight.values():
                 if r.runner_class:
-                    k = (r.runner_class, None, r.project_path)
+                    k = (r.runner_class, r.user, r.project_path)
                     out[k] = out.get(k, 0) + 1
         return out
 

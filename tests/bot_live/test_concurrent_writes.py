@@ -155,3 +155,34 @@ def test_a_concurrent_burst_is_decided_and_acted_on_exactly_once(tmp_path):
         if bot is not None:
             bot.close()
         farm.close()
+
+
+def test_created_jobs_count_towards_the_class_caps_of_the_failed_jobs_user(tmp_path):
+    """The per-user cap of a runner class counts the jobs the bot created for that user (they
+    were filed under no user, so ``max_concurrent_per_user`` never held), writes in flight too."""
+    from concurrent.futures import Future
+
+    from retry_bot.poller import _WriteBatch
+    from tests.bot_live.farm import make_bot
+
+    farm = Farm({})
+    bot = None
+    try:
+        farm.add_project("g/p", {"x": {"stage": "build", "script": ["x"]}})
+        bot = make_bot(farm, tmp_path, ["g/p"])
+        req = ActionRequest(kind="resize", project_id=1, project_path="g/p", job_id=10, job_name="x",
+                            pipeline_id=1, ref="main", origin_job_id=10, attempt=2, runner_class="large",
+                            user="alice")
+        bot.poller._watch_new_job(req, 11)
+        usage = bot.poller._class_usage()
+        assert usage.user_count("large", "alice") == 1 and usage.project_count("large", "g/p") == 1
+        # a write in flight for alice counts before its job exists
+        batch = bot.poller._batch = _WriteBatch()
+        batch.add(ActionRequest(**{**req.to_payload(), "job_id": 20, "origin_job_id": 20}), Future())
+        assert bot.poller._class_usage().user_count("large", "alice") == 2
+        bot.poller._batch = None
+        assert ActionRequest.from_payload(req.to_payload()).user == "alice"
+    finally:
+        if bot is not None:
+            bot.close()
+        farm.close()
