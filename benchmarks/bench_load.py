@@ -17,12 +17,14 @@ minutes; the scale is printed.  Exactly-once is checked in every run (no job ret
 
 Usage: .venv/bin/python benchmarks/bench_load.py [--burst 2000] [--slow-burst 100] [--latency-ms 300]
        [--outage-minutes 10] [--outage-rate 100] [--recovery-minutes 10] [--budget 2000] [--r429 100]
+       [--write-concurrency 4]    (1: one write at a time, as before writes went out concurrently)
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import sys
 import tempfile
 import time
@@ -91,11 +93,16 @@ def _project(standin, path: str, jobs: int) -> None:
     standin.add_project(path, cfg)
 
 
+#: ``[poll] write_concurrency`` of the bots (``--write-concurrency``).
+WRITE_CONCURRENCY = 4
+
+
 def _bot(url: str, tmp: Path, projects: list[str], policy: str, clock=None, extra: str = "", budget: int = 0):
     from tests.bot_live.farm import make_bot
 
     bot = make_bot(None, tmp, projects, policy=policy, url=url, extra=extra, leader=False, attempts=5,
                    gitlab_extra=f"max_requests_per_minute = {budget}" if budget else "")
+    bot.actions.settings = dataclasses.replace(bot.actions.settings, write_concurrency=WRITE_CONCURRENCY)
     if clock is not None:
         bot.poller.clock = bot.actions.clock = clock
     return bot
@@ -243,13 +250,16 @@ def main() -> int:
     ap.add_argument("--r429", type=int, default=100, help="failed jobs in the 30%% 429 run")
     ap.add_argument("--budget", type=int, default=2000, help="configured API budget (requests/min)")
     ap.add_argument("--only", default="burst,slow,outage,429", help="comma-separated sections to run")
+    ap.add_argument("--write-concurrency", type=int, default=4, help="[poll] write_concurrency (1: sequential)")
     args = ap.parse_args()
+    global WRITE_CONCURRENCY
+    WRITE_CONCURRENCY = max(1, args.write_concurrency)
     only = set(args.only.split(","))
     configure_logging("json", "critical")
 
     print(f"scale: burst {args.burst} jobs at 0 ms, {args.slow_burst} at {args.latency_ms:g} ms; outage "
           f"{args.outage_minutes} min x {args.outage_rate} jobs/min + {args.recovery_minutes} min recovery; "
-          f"429 run {args.r429} jobs")
+          f"429 run {args.r429} jobs; write_concurrency {WRITE_CONCURRENCY}")
     if "burst" in only:
         _burst(args)
     if "slow" in only:
@@ -276,7 +286,7 @@ def _slow(args) -> None:
     per_job = s2 / max(1, args.slow_burst)
     print(f"burst, {args.latency_ms:g} ms: {args.slow_burst} failed jobs in {s2:.1f} s ({per_job:.2f} s per job, "
           f"{len(calls2) / max(1, args.slow_burst):.1f} calls per job) -> {args.burst} jobs would take "
-          f"~{per_job * args.burst / 60:.0f} min (reads 8 in flight, writes one at a time)")
+          f"~{per_job * args.burst / 60:.0f} min (reads 8 in flight, writes {WRITE_CONCURRENCY} in flight)")
 
 
 def _outage(args) -> None:

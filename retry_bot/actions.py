@@ -24,7 +24,7 @@ Actions:
        with ``RETRY_BOT_CHILD_CONFIG`` (a ``when: manual`` copy of the job) and
        ``RETRY_BOT_ORIGIN_JOB_ID`` / ``RETRY_BOT_FAILED_JOB_ID``.  The new
        pipeline's id is kept in the state store (the sub-intent's result and the
-       ``retry-bot:pipelines`` document).  After a crash between the write and its
+       ``bot_pipelines`` table, :meth:`Store.own_pipeline`).  After a crash between the write and its
        record, the pipeline is found among the bot user's own ``api`` pipelines on
        the ref that no other intent claims -- without reading pipeline variables,
        which needs Maintainer (G ``pipeline_policy.rb``, ``read_pipeline_variable``).
@@ -66,10 +66,13 @@ ones :func:`retry_bot.state.perform_once` applies):
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from retry_bot.gitlab.client import (AmbiguousWrite, GitLabApiError, GitLabClient, GraphQLSchemaError, WriteNotSent,
                                      WriteRejected, parse_time)
@@ -82,7 +85,7 @@ if TYPE_CHECKING:
     from retry_bot.state import Store
 
 __all__ = ["ActionRequest", "ActionRunner", "ActionSettings", "Outcome", "RequestKind", "TEMPLATE_BRIDGE",
-           "PIPELINES_SCOPE", "pipeline_creation_hint"]
+           "pipeline_creation_hint"]
 
 log = get_logger("retry_bot.actions")
 
@@ -91,8 +94,6 @@ TEMPLATE_BRIDGE = "retry-bot:child"
 _FINAL = ("success", "failed", "canceled", "skipped")
 #: A job in one of these was not played (yet): ``created`` is not processed yet (mechanics §11.1).
 _NOT_PLAYED = ("created", "manual", "scheduled", "waiting_for_resource")
-#: State-store document: pipeline id -> the intent key that created it (the bot's own pipelines).
-PIPELINES_SCOPE = "retry-bot:pipelines"
 
 
 def pipeline_creation_hint(message: str) -> str:
@@ -132,6 +133,8 @@ class ActionSettings:
     refused_backoff_seconds: float = 15.0
     #: The longest such wait.
     refused_backoff_max_seconds: float = 600.0
+    #: Writes in flight at once (:meth:`ActionRunner.submit`); two of one lineage never overlap.
+    write_concurrency: int = 4
 
 
 class RequestKind(StrEnum):
@@ -173,6 +176,9 @@ class ActionRequest:
     not_before: float = 0.0
     #: For ``resize``: the compact child configuration and the pipeline variables.
     pipeline_variables: Mapping[str, str] = field(default_factory=dict)
+    #: The failed job's user (GitLab username): the job the action creates counts towards the
+    #: runner class's ``max_concurrent_per_user`` for this user, not for the bot's.
+    user: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, RequestKind) and self.kind in tuple(RequestKind):
@@ -196,14 +202,24 @@ class Outcome:
     """What happened to one action in this pass."""
 
     key: str
-    status: str  # done | waiting | failed | dry_run
+    status: str  # done | waiting | failed | dry_run (| sending: handed to the write pool, see Poller.write_batch)
     detail: str = ""
     new_job_id: int | None = None
 
 
 class ActionRunner:
     """Drives action intents to completion; call :meth:`start` for a new decision and
-    :meth:`resume_all` every cycle (it also finishes what a crashed run left open)."""
+    :meth:`resume_all` every cycle (it also finishes what a crashed run left open).
+
+    Thread-safe.  :meth:`drive` may run in several threads (:meth:`submit` sends writes
+    ``write_concurrency`` at a time): the steps of one **lineage** (the intents whose
+    requests share an ``origin_job_id``) are serialized by a lock per lineage, so two
+    writes for one job or lineage never run at once, and an intent another thread
+    drove meanwhile is read again from the state store before it is driven (a settled
+    one is never driven again).  The per-process bookkeeping (writes sent, refused,
+    deferred; pipelines found) is guarded by one lock.  Each intent is still begun
+    (committed) by :meth:`start` before any write of it.
+    """
 
     def __init__(self, client: GitLabClient, store: Store, *, settings: ActionSettings = ActionSettings(),
                  metrics: BotMetrics | None = None, clock: Callable[[], float] = time.time,
@@ -223,6 +239,15 @@ class ActionRunner:
         self._unsent: set[str] = set()
         #: Overall intent key -> (refusals in a row, not before) for writes GitLab refused.
         self._deferred: dict[str, tuple[int, float]] = {}
+        #: Guards the bookkeeping above (and the lineage locks' table).
+        self._books = threading.Lock()
+        #: Lineage key -> [lock, users]: the steps of one lineage run one at a time.
+        self._lineages: dict[int, list[Any]] = {}
+        #: Overall intent keys this process drove (so a stale copy is read again first).
+        self._driven: set[str] = set()
+        #: The write pool and its slots, made at the first :meth:`submit` (from the settings then).
+        self._pool: ThreadPoolExecutor | None = None
+        self._slots: threading.BoundedSemaphore | None = None
 
     # ------------------------------------------------------------------ entry points
 
@@ -247,19 +272,90 @@ class ActionRunner:
             out.append(self.drive(intent, only_due=only_due))
         return out
 
+    # ------------------------------------------------------------------ concurrency
+
+    @staticmethod
+    def lineage_key(intent: ActionIntent) -> int:
+        """The lineage an intent's writes belong to (its request's origin job)."""
+        payload = intent.payload or {}
+        origin = payload.get("origin_job_id")
+        return int(origin) if isinstance(origin, int) and not isinstance(origin, bool) else int(intent.job_id)
+
+    @contextmanager
+    def lineage_lock(self, lineage: int) -> Iterator[None]:
+        """Hold the lock of one lineage (re-entrant for the thread that holds it)."""
+        with self._books:
+            entry = self._lineages.setdefault(lineage, [threading.RLock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._books:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    self._lineages.pop(lineage, None)
+
+    def submit(self, intent: ActionIntent, *, only_due: bool = True) -> "Future[Outcome]":
+        """Drive ``intent`` in the write pool; blocks while ``write_concurrency`` writes are in flight.
+
+        The intent must be begun already (:meth:`start`): it is committed before the write.
+        The future's result is :meth:`drive`'s outcome (or its exception, e.g.
+        :class:`~retry_bot.state.LeadershipLost`).
+        """
+        with self._books:
+            if self._pool is None or self._slots is None:
+                width = max(1, int(self.settings.write_concurrency))
+                self._slots = threading.BoundedSemaphore(width)
+                self._pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="gitlab-write")
+            pool, slots = self._pool, self._slots
+        slots.acquire()
+        try:
+            future = pool.submit(self.drive, intent, only_due=only_due)
+        except BaseException:
+            slots.release()
+            raise
+        future.add_done_callback(lambda _f: slots.release())
+        return future
+
+    def close(self) -> None:
+        """Wait for the writes in flight, then stop the write pool."""
+        with self._books:
+            pool, self._pool, self._slots = self._pool, None, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
     def drive(self, intent: ActionIntent, *, only_due: bool = True) -> Outcome:
         """One step of one overall intent; never raises for GitLab trouble (it waits or fails).
 
         Raises :class:`~retry_bot.state.LeadershipLost` when this replica was deposed: it
         made no GitLab write, and must stop acting (the new leader continues the intent).
+        Safe to call from several threads: one lineage's steps run one at a time.
         """
+        with self.lineage_lock(self.lineage_key(intent)):
+            key = intent.idempotency_key
+            with self._books:
+                again = key in self._driven
+                self._driven.add(key)
+                if len(self._driven) > 1_000_000:  # bounded (a long-lived process): then start afresh
+                    self._driven.clear()
+            if again:
+                # Another step of it ran (maybe in another thread): the store has the truth.
+                stored = self.store.get_action(key)
+                if stored is not None and (stored.status != intent.status or stored.attempts != intent.attempts
+                                           or stored.updated_at != intent.updated_at):
+                    intent = stored
+            return self._drive(intent, only_due=only_due)
+
+    def _drive(self, intent: ActionIntent, *, only_due: bool) -> Outcome:
         req = ActionRequest.from_payload(intent.payload)
         if intent.status != "begun":
             return Outcome(req.key, "done" if intent.status == "completed" else "failed",
                            str(intent.error or ""), (intent.result or {}).get("new_job_id"))
         if only_due and req.not_before > self.clock():
             return Outcome(req.key, "waiting", f"backoff until {req.not_before:.0f}")
-        deferred = self._deferred.get(req.key)
+        with self._books:
+            deferred = self._deferred.get(req.key)
         if only_due and deferred is not None and deferred[1] > self.clock():
             return Outcome(req.key, "waiting", f"GitLab refused the write (429): trying again at {deferred[1]:.0f}")
         # Sub-intents are begun after their overall intent by the same (or a later)
@@ -290,27 +386,39 @@ class ActionRunner:
     # ------------------------------------------------------------------ plain retry and jobRetry
 
     def _settled(self, intent: ActionIntent) -> bool:
-        if intent.idempotency_key in self._unsent:
-            return True  # every write of it was refused before GitLab acted: nothing can still land
-        last = max(intent.updated_at, self._sent.get(intent.idempotency_key, 0.0))
+        with self._books:
+            if intent.idempotency_key in self._unsent:
+                return True  # every write of it was refused before GitLab acted: nothing can still land
+            last = max(intent.updated_at, self._sent.get(intent.idempotency_key, 0.0))
         return self.clock() - last >= self.settings.settle_seconds
+
+    def _was_sent(self, key: str) -> bool:
+        with self._books:
+            return key in self._sent
+
+    def _maybe_sent(self, key: str) -> None:
+        """A write of ``key`` may have reached GitLab (no answer): it may still land."""
+        with self._books:
+            self._unsent.discard(key)
 
     def _sending(self, intent: ActionIntent, fresh: bool) -> None:
         """Bookkeeping right before a write of ``intent``."""
         key = intent.idempotency_key
-        if fresh:
-            self._unsent.add(key)  # until a write of it may have reached GitLab
-        self._sent[key] = self.clock()
+        with self._books:
+            if fresh:
+                self._unsent.add(key)  # until a write of it may have reached GitLab
+            self._sent[key] = self.clock()
 
     def _not_sent(self, intent: ActionIntent, req: ActionRequest, exc: WriteNotSent, step: str) -> Outcome:
         """GitLab did not act on the write (429s): keep the intent, try again after a backoff."""
-        n, _ = self._deferred.get(req.key, (0, 0.0))
-        wait = min(self.settings.refused_backoff_seconds * (2 ** n), self.settings.refused_backoff_max_seconds)
-        wait = max(wait, exc.retry_after or 0.0)
-        due = self.clock() + wait
-        self._deferred[req.key] = (n + 1, due)
-        if len(self._deferred) > 10000:  # bounded; a forgotten entry only means no backoff for it
-            self._deferred.pop(next(iter(self._deferred)))
+        with self._books:
+            n, _ = self._deferred.get(req.key, (0, 0.0))
+            wait = min(self.settings.refused_backoff_seconds * (2 ** n), self.settings.refused_backoff_max_seconds)
+            wait = max(wait, exc.retry_after or 0.0)
+            due = self.clock() + wait
+            self._deferred[req.key] = (n + 1, due)
+            if len(self._deferred) > 10000:  # bounded; a forgotten entry only means no backoff for it
+                self._deferred.pop(next(iter(self._deferred)))
         if self.metrics is not None and hasattr(self.metrics, "writes_deferred"):
             self.metrics.writes_deferred.labels(req.kind).inc()
         log.warning("action_write_deferred", key=req.key, job_url=req.web_url, step=step, refusals=n + 1,
@@ -319,11 +427,12 @@ class ActionRunner:
         return Outcome(req.key, "waiting", f"GitLab did not accept the write yet ({exc}); again in {wait:.0f}s")
 
     def _sent_ok(self, intent: ActionIntent, req: ActionRequest) -> None:
-        self._deferred.pop(req.key, None)
-        self._unsent.discard(intent.idempotency_key)
+        with self._books:
+            self._deferred.pop(req.key, None)
+            self._unsent.discard(intent.idempotency_key)
 
     def _single(self, intent: ActionIntent, req: ActionRequest, kind: RequestKind) -> Outcome:
-        fresh = intent.created and intent.attempts == 1 and intent.idempotency_key not in self._sent
+        fresh = intent.created and intent.attempts == 1 and not self._was_sent(intent.idempotency_key)
         if not fresh:
             found = self._observe_retried(req)
             if found is not None:
@@ -345,7 +454,7 @@ class ActionRunner:
             log.warning("action_failed", key=req.key, job_url=req.web_url, action=kind, reason=str(exc))
             return Outcome(req.key, "failed", str(exc))
         except (AmbiguousWrite, GitLabApiError) as exc:
-            self._unsent.discard(intent.idempotency_key)
+            self._maybe_sent(intent.idempotency_key)
             log.warning("action_outcome_unknown", key=req.key, job_url=req.web_url, action=kind, error=str(exc))
             return Outcome(req.key, "waiting", f"outcome unknown: {exc}")
         self._sent_ok(intent, req)
@@ -427,7 +536,7 @@ class ActionRunner:
             return Outcome(req.key, "failed", str(play_intent.error))
         fresh = play_intent.created and play_intent.attempts == 1
         status = job.get("status")
-        if not fresh or play_intent.idempotency_key in self._sent:
+        if not fresh or self._was_sent(play_intent.idempotency_key):
             if status not in _NOT_PLAYED and status not in ("canceled", "skipped"):
                 self.store.complete_action(play_intent.intent_id, {"job_id": manual_id, "observed": True})
                 return self._finish(intent, req, manual_id, observed=True, extra={"pipeline_id": pipeline_id})
@@ -452,7 +561,7 @@ class ActionRunner:
             log.warning("action_failed", key=req.key, job_url=req.web_url, reason=str(exc))
             return Outcome(req.key, "failed", str(exc))
         except (AmbiguousWrite, GitLabApiError) as exc:
-            self._unsent.discard(play_intent.idempotency_key)
+            self._maybe_sent(play_intent.idempotency_key)
             log.warning("action_outcome_unknown", key=req.key, step="play", job_id=manual_id, error=str(exc))
             return Outcome(req.key, "waiting", f"play outcome unknown: {exc}")
         self._sent_ok(play_intent, req)
@@ -461,13 +570,16 @@ class ActionRunner:
 
     def _create_pipeline_once(self, pipe_intent: ActionIntent, req: ActionRequest) -> int | None:
         key = pipe_intent.idempotency_key
-        fresh = pipe_intent.created and pipe_intent.attempts == 1 and key not in self._sent
+        fresh = pipe_intent.created and pipe_intent.attempts == 1 and not self._was_sent(key)
         if not fresh:
-            found = self._pipelines.get(key) or self._find_pipeline(req, since=pipe_intent.created_at)
+            with self._books:
+                known = self._pipelines.get(key)
+            found = known or self._find_pipeline(req, since=pipe_intent.created_at)
             if found is not None:
                 self._claim_pipeline(found, key)
                 self.store.complete_action(pipe_intent.intent_id, {"pipeline_id": found, "observed": True})
-                self._pipelines[key] = found
+                with self._books:
+                    self._pipelines[key] = found
                 return found
             if not self._settled(pipe_intent):
                 return None
@@ -489,7 +601,7 @@ class ActionRunner:
                         reason=f"{exc}{hint}")
             return None
         except (AmbiguousWrite, GitLabApiError) as exc:
-            self._unsent.discard(key)
+            self._maybe_sent(key)
             log.warning("action_outcome_unknown", key=req.key, step="create_pipeline", error=str(exc))
             return None
         self._sent_ok(pipe_intent, req)
@@ -497,22 +609,18 @@ class ActionRunner:
         self._claim_pipeline(pid, key)
         self.store.complete_action(pipe_intent.intent_id, {"pipeline_id": pid, "observed": False,
                                                            "web_url": pipe.get("web_url")})
-        self._pipelines[key] = pid
+        with self._books:
+            self._pipelines[key] = pid
         log.info("resize_pipeline_created", key=req.key, pipeline_id=pid, job_url=req.web_url,
                  origin_job_id=req.origin_job_id)
         return pid
 
     def _claim_pipeline(self, pipeline_id: int, key: str) -> None:
         """Record in the state store that ``pipeline_id`` is the bot's, made for intent ``key``."""
-        doc = self.store.get_watermark(PIPELINES_SCOPE) or {}
-        owned = dict(doc.get("pipelines", {}))
-        owned[str(pipeline_id)] = key
-        if len(owned) > 2000:  # bounded: the oldest ids go first
-            owned = dict(sorted(owned.items(), key=lambda kv: int(kv[0]))[-2000:])
-        self.store.set_watermark(PIPELINES_SCOPE, {"pipelines": owned})
+        self.store.own_pipeline(pipeline_id, key)
 
     def _bot_username(self) -> str | None:
-        if not hasattr(self, "_username"):
+        if not hasattr(self, "_username"):  # a race only reads the user twice
             try:
                 self._username: str | None = str(self.client.current_user().get("username") or "") or None
             except GitLabApiError as exc:
@@ -530,9 +638,8 @@ class ActionRunner:
         The oldest unclaimed candidate is taken (one resize per job name and ref is in flight
         at a time, see ``Poller._copy_pending``).
         """
-        owned = (self.store.get_watermark(PIPELINES_SCOPE) or {}).get("pipelines", {})
         key = f"{req.key}:pipeline"
-        mine = [int(pid) for pid, k in owned.items() if k == key]
+        mine = self.store.pipelines_of(key)
         if mine:
             return min(mine)  # recorded before a crash that came before the intent was completed
         username = self._bot_username()
@@ -544,7 +651,7 @@ class ActionRunner:
             if created is not None and created.timestamp() < since - 120:
                 break
             pid = int(p["id"])
-            if owned.get(str(pid), key) != key:
+            if (self.store.pipeline_owner(pid) or key) != key:
                 continue  # another intent's pipeline
             names = {j.get("name") for j in self.client.pipeline_jobs(req.project_id, pid)} | {
                 b.get("name") for b in self.client.pipeline_bridges(req.project_id, pid)}

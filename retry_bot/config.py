@@ -69,6 +69,9 @@ class WebhookSettings:
     queue_size: int = 10000
     #: With webhooks on, the full poll (the reconciliation safety net) runs this often.
     reconcile_interval_seconds: float = 900.0
+    #: The URL GitLab posts to (behind a proxy it differs from ``[http] listen``); ``retry-bot doctor``
+    #: checks that each project's hook points at it ("": hooks are matched by ``path`` only).
+    public_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,10 @@ class PollSettings:
     max_jobs_per_cycle: int = 500
     #: Jobs the bot created are followed until they finish, or for this long at most.
     follow_max_age_seconds: float = 7 * 86400.0
-    #: GitLab reads in flight at once while deciding (writes stay one at a time).
+    #: GitLab reads in flight at once while deciding.
     read_concurrency: int = 8
+    #: GitLab writes in flight at once (two of one job lineage never run at once).
+    write_concurrency: int = 4
     #: Re-list the projects of configured groups every N cycles.
     group_refresh_cycles: int = 30
     trace_tail_bytes: int = 256 * 1024
@@ -275,7 +280,7 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
     pl = table("poll")
     check_keys(pl, "poll", {"projects", "groups", "interval_seconds", "lookback_hours", "per_page",
                             "max_jobs_per_cycle", "group_refresh_cycles", "trace_tail_kib", "follow_max_age_hours",
-                            "read_concurrency"})
+                            "read_concurrency", "write_concurrency"})
     projects = get(pl, "poll", "projects", list, [])
     groups = get(pl, "poll", "groups", list, [])
     for i, pr in enumerate(projects):
@@ -297,6 +302,7 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
         per_page=min(per_page, 100),
         max_jobs_per_cycle=int(get(pl, "poll", "max_jobs_per_cycle", int, 500, minimum=1)),
         read_concurrency=int(get(pl, "poll", "read_concurrency", int, 8, minimum=1)),
+        write_concurrency=int(get(pl, "poll", "write_concurrency", int, 4, minimum=1)),
         follow_max_age_seconds=float(get(pl, "poll", "follow_max_age_hours", (int, float), 168.0, minimum=1.0)) * 3600,
         group_refresh_cycles=int(get(pl, "poll", "group_refresh_cycles", int, 30, minimum=1)),
         trace_tail_bytes=int(get(pl, "poll", "trace_tail_kib", int, 256, minimum=1)) * 1024,
@@ -360,7 +366,7 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
     # [webhook]
     wh = table("webhook")
     check_keys(wh, "webhook", {"enabled", "path", "secret_env", "secret_file", "max_body_kib", "queue_size",
-                               "reconcile_interval_seconds"})
+                               "reconcile_interval_seconds", "public_url"})
     wh_enabled = bool(get(wh, "webhook", "enabled", bool, False))
     wh_path = get(wh, "webhook", "path", str, WebhookSettings.path)
     if not wh_path.startswith("/") or wh_path in ("/metrics", "/healthz", "/v1/allocation", "/v1/usage"):
@@ -376,12 +382,17 @@ def parse_config(text: str, *, source: str = "<bot.toml>", base: Path | None = N
                                   " (the Secret token of the GitLab webhook), or secret_file")
     if wh_enabled and not listen:
         bad("webhook.enabled", "webhooks need the bot's HTTP server: set [http] listen")
+    wh_public = get(wh, "webhook", "public_url", str, "")
+    if wh_public and not wh_public.startswith(("http://", "https://")):
+        bad("webhook.public_url", f"must be the URL GitLab posts to (http:// or https://...{wh_path}), "
+                                  f"got {wh_public!r}")
     whs = WebhookSettings(
         enabled=wh_enabled, path=wh_path, secret=wh_secret or None, secret_source=wh_source,
         max_body_bytes=int(get(wh, "webhook", "max_body_kib", int, 256, minimum=1)) * 1024,
         queue_size=int(get(wh, "webhook", "queue_size", int, 10000, minimum=1)),
         reconcile_interval_seconds=float(get(wh, "webhook", "reconcile_interval_seconds", (int, float), 900.0,
                                              minimum=0.05)),
+        public_url=wh_public,
     )
 
     # [signing]

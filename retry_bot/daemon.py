@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from retry_bot.actions import ActionRunner, ActionSettings
@@ -83,7 +84,8 @@ class Bot:
         self.store = store if store is not None else open_store(config.state_url, clock=clock)
         settle = max(2 * g.request_timeout_seconds + 1.0, 3.0)
         self.actions = ActionRunner(self.client, self.store, metrics=self.metrics, clock=clock,
-                                    settings=action_settings or ActionSettings(settle_seconds=settle))
+                                    settings=replace(action_settings or ActionSettings(settle_seconds=settle),
+                                                     write_concurrency=config.poll.write_concurrency))
         p = config.poll
         self.poller = Poller(
             self.client, self.store,
@@ -302,13 +304,18 @@ class Bot:
         self.actions.resume_all()
 
     def handle_events(self, limit: int = 500) -> int:
-        """Decide the jobs of queued webhook events, through the poller's exactly-once path.
+        """Handle the queued webhook events through the poller's exactly-once paths.
 
-        Each event costs one ``GET /projects/:id/jobs/:id`` (GitLab's state, not the
-        event's word: an event may be late, replayed or forged) before
-        :meth:`~retry_bot.poller.Poller.handle_job`; a job already decided costs
-        nothing.  Events of projects the bot does not watch are ignored.  A job that
-        cannot be read now is left to the next full poll.  Returns the jobs handed on.
+        A **failed** job costs one ``GET /projects/:id/jobs/:id`` (GitLab's state, not
+        the event's word: an event may be late, replayed or forged) before
+        :meth:`~retry_bot.poller.Poller.handle_job`; a job already decided costs nothing.
+        A job the bot **created and follows** (retry, play, ``jobRetry``) that ended is
+        read the same way and handed to :meth:`~retry_bot.poller.Poller.followed_job_changed`,
+        which records its end (recovered, failed again) once, whether this event or the
+        poll sees it first; a failed one is then also decided like any failed job.  The end
+        of a job the bot does not follow costs one state-store lookup.  Events of projects
+        the bot does not watch are ignored.  A job that cannot be read now is left to the
+        next poll.  Returns the failed jobs handed on to ``handle_job``.
         """
         if self.webhook is None:
             return 0
@@ -317,36 +324,46 @@ class Bot:
             return 0
         watched = {p.id: p for p in (self.poller._projects or self.poller.projects())}
         handled = 0
-        for project_id, job_id in events:
-            if self._stop.is_set():
-                break
-            proj = watched.get(project_id)
-            if proj is None:
-                self.metrics.webhook_events.labels("unwatched").inc()
-                log.info("webhook_project_not_watched", project_id=project_id, job_id=job_id,
-                         note="the hook is set on a project or group the bot does not poll; ignored")
-                continue
-            rec = self.store.get_job(job_id)
-            if rec is not None and rec.decided or job_id in self.poller._dry_decided:
-                continue
-            try:
-                job = self.client.get_job(project_id, job_id)
-                if job.get("status") != "failed":
+        with self.poller.write_batch():
+            for project_id, job_id, status in events:
+                if self._stop.is_set():
+                    break
+                proj = watched.get(project_id)
+                if proj is None:
+                    self.metrics.webhook_events.labels("unwatched").inc()
+                    log.info("webhook_project_not_watched", project_id=project_id, job_id=job_id,
+                             note="the hook is set on a project or group the bot does not poll; ignored")
                     continue
-                out = self.poller.handle_job(proj, job)
-            except (GitLabApiError, NotFound) as exc:
-                log.warning("webhook_job_deferred", job_id=job_id, project=proj.path, error=str(exc),
-                            note="left to the next full poll")
-                continue
-            except LeadershipLost:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one odd job must not stop the others
-                log.exception("webhook_job_crashed", job_id=job_id, project=proj.path, error=str(exc),
-                              note="left to the next full poll")
-                continue
-            handled += 1
-            if out is not None:
-                log.debug("webhook_job_decided", job_id=job_id, decision=out.action)
+                followed = self.store.followed_job(job_id)
+                if followed is None:
+                    if status != "failed":
+                        continue  # the end of a job the bot did not create: nothing to do
+                    rec = self.store.get_job(job_id)
+                    if rec is not None and rec.decided or job_id in self.poller._dry_decided:
+                        continue
+                try:
+                    job = self.client.get_job(project_id, job_id)
+                    if followed is not None:
+                        self.poller.followed_job_changed(followed, job, None)
+                    if job.get("status") != "failed":
+                        continue
+                    rec = self.store.get_job(job_id)
+                    if rec is not None and rec.decided or job_id in self.poller._dry_decided:
+                        continue
+                    out = self.poller.handle_job(proj, job)
+                except (GitLabApiError, NotFound) as exc:
+                    log.warning("webhook_job_deferred", job_id=job_id, project=proj.path, error=str(exc),
+                                note="left to the next full poll")
+                    continue
+                except LeadershipLost:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one odd job must not stop the others
+                    log.exception("webhook_job_crashed", job_id=job_id, project=proj.path, error=str(exc),
+                                  note="left to the next full poll")
+                    continue
+                handled += 1
+                if out is not None:
+                    log.debug("webhook_job_decided", job_id=job_id, decision=out.action)
         return handled
 
     def start_http(self) -> str | None:
@@ -382,6 +399,7 @@ class Bot:
                 pass
         if self._http is not None:
             self._http.close()
+        self.actions.close()
         self.client.close()
         try:
             self.store.close()

@@ -22,7 +22,8 @@ metric                                             labels
 ``retry_bot_storm_held_jobs``                      ``category``: re-runs held by the brake
 ``retry_bot_storm_trips_total``                    ``category``
 ``retry_bot_storm_released_total``                 ``category``: held re-runs sent on release
-``retry_bot_followed_jobs``                        jobs the bot created, followed to their end
+``retry_bot_followed_jobs``                        jobs the bot created, followed to their end (the store's
+                                                   ``followed_jobs``; counted afresh every cycle)
 ``retry_bot_followed_jobs_expired_total``          followed jobs dropped at ``follow_max_age``
 ``retry_bot_scheduled_actions``                    open intents waiting for their due time
 =================================================  =====================================

@@ -28,11 +28,13 @@ Everything here is the thin edge between GitLab and the pure core
 from __future__ import annotations
 
 import heapq
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from retry_bot.actions import ActionRequest, ActionRunner, Outcome, RequestKind
 from retry_bot.classify import classify, extract_verified_record, facts_from_job_json
@@ -43,8 +45,8 @@ from retry_bot.gitlab.jobdef import (GeneratedPipelineSource, JobDefinition, Job
 from retry_bot.gitlab.recreate import ChildPipelineSpec, build_child_config, parse_gitlab_duration, pipeline_variables
 from retry_bot.model import Classification, JobContext, JobFacts, LineageAttempt, Read
 from retry_bot.policy.model import Action
-from retry_bot.state import ActionIntent, LeadershipLost
-from retry_bot.storm import HELD_SCOPE, STORM_SCOPE, StormState, release_times
+from retry_bot.state import ActionIntent, FollowedJob, LeadershipLost
+from retry_bot.storm import StormState, release_times
 from runner_wrapper.logconfig import get_logger
 
 if TYPE_CHECKING:
@@ -54,19 +56,14 @@ if TYPE_CHECKING:
     from retry_bot.state import Store
     from runner_wrapper.record import UsageRecord
 
-__all__ = ["Poller", "PollerSettings", "CycleReport", "JobOutcome", "WATCH_SCOPE", "dry_run_scope", "share_budget"]
+__all__ = ["Poller", "PollerSettings", "CycleReport", "JobOutcome", "share_budget"]
 
 log = get_logger("retry_bot.poller")
 
-#: Watermark scope holding the jobs the bot created and still follows.
-WATCH_SCOPE = "retry-bot:watch"
 #: Dry-run decisions kept per job.
 DRY_RUN_KEEP = 5
-
-
-def dry_run_scope(job_id: int) -> str:
-    """The state-store document holding a job's provisional (dry-run) decisions."""
-    return f"retry-bot:dry-run:{int(job_id)}"
+#: Followed jobs read from the state store per page (all of them are followed: no cap).
+_FOLLOW_PAGE = 1000
 _FINAL = ("success", "failed", "canceled", "skipped")
 
 
@@ -85,7 +82,7 @@ class PollerSettings:
     #: Jobs the bot created are followed to their end, or until they are this old (seconds).
     follow_max_age: float = 7 * 86400.0
     #: GitLab reads of the jobs about to be decided (GraphQL details, trace tail) in flight at once.
-    #: Writes stay one at a time, in decision order.
+    #: (Writes: ``ActionSettings.write_concurrency``, through :meth:`Poller.write_batch`.)
     read_concurrency: int = 8
 
 
@@ -183,6 +180,8 @@ class Poller:
         self._scheduled: dict[str, ActionIntent] = {}
         #: The newest pipelines per (project, ref), read once per cycle for the superseded check.
         self._ref_pipelines: dict[tuple[int, str], list[Mapping[str, Any]]] = {}
+        #: The writes of the jobs being decided now, sent by the action runner's write pool.
+        self._batch: _WriteBatch | None = None
         actions.on_new_job = self._watch_new_job
 
     # ------------------------------------------------------------------ projects
@@ -257,7 +256,8 @@ class Poller:
                     except GitLabApiError as exc:
                         self._note_failure(report, f"project {proj.path}", exc)
                         log.error("project_poll_failed", project=proj.path, status=exc.status, error=str(exc))
-                self.handle_listed(listed, report, stop=stop)
+                with self.write_batch(report):  # the writes go out while the next jobs are decided
+                    self.handle_listed(listed, report, stop=stop)
                 if projects and report.projects_ok == 0 and report.unavailable \
                         and len(report.auth_failures) == report.unavailable:
                     report.fatal = _auth_problem(report.auth_failures)
@@ -281,7 +281,8 @@ class Poller:
 
     def poll_project(self, proj: _Project, report: CycleReport, *, stop: Callable[[], bool] = lambda: False) -> None:
         """List and handle one project's new failed jobs (the whole cycle budget for it)."""
-        self.handle_listed([(proj, self.list_new(proj, report))], report, stop=stop)
+        with self.write_batch(report):
+            self.handle_listed([(proj, self.list_new(proj, report))], report, stop=stop)
 
     def list_new(self, proj: _Project, report: CycleReport) -> list[Mapping[str, Any]]:
         """The project's failed jobs not decided yet, newest first, at most the cycle's budget."""
@@ -337,11 +338,50 @@ class Poller:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
 
+    # ------------------------------------------------------------------ concurrent writes
+
+    @contextmanager
+    def write_batch(self, report: CycleReport | None = None) -> Iterator[None]:
+        """Within it, the writes of new decisions go to the action runner's write pool.
+
+        Decisions stay one at a time, in order; each intent is begun (committed) before
+        its write is handed on; the runner serializes the writes of one lineage.  On
+        exit every write handed on has finished (a stop or a crash of the cycle waits
+        for the writes in flight), and ``report``'s outcomes say what became of them.
+        A deposed leader's :class:`LeadershipLost` is raised again here.
+        """
+        if self._batch is not None or self.actions.settings.write_concurrency <= 1:
+            yield
+            return
+        batch = self._batch = _WriteBatch()
+        try:
+            yield
+        finally:
+            self._batch = None
+            lost = batch.finish(report)
+        if lost is not None:
+            raise lost
+
+    def _drive_new(self, intent: ActionIntent, req: ActionRequest) -> Outcome:
+        """Drive a just-begun intent: in the write pool inside :meth:`write_batch`, else here."""
+        batch = self._batch
+        if batch is None or req.not_before > self.clock():
+            return self.actions.drive(intent)  # a backoff not due yet: no write, nothing to wait for
+        batch.add(req, self.actions.submit(intent))
+        return Outcome(req.key, "sending", "handed to the write pool")
+
+    def _await_lineage(self, job_id: int) -> None:
+        """Before deciding a job, let a write in flight for its lineage finish (it may change the lineage)."""
+        batch = self._batch
+        if batch is not None and batch.busy():
+            batch.wait_lineage(self.store.origin_of(job_id))
+
     def _prefetch(self, pool: ThreadPoolExecutor, chunk: Sequence[tuple[_Project, Mapping[str, Any]]]
                   ) -> dict[int, dict[str, Any]]:
         """The reads :meth:`handle_job` starts with, for a few jobs at once (bounded by the pool).
 
-        Only reads: each job is still decided and acted on one at a time, in order, so the
+        Only reads: each job is still decided one at a time, in order, its intent begun before
+        its write (which :meth:`write_batch` may send while the next job is decided), so the
         intent protocol (and exactly-once) is untouched.  An error is kept and raised where
         the read would have been made.
         """
@@ -362,6 +402,7 @@ class Poller:
     def _handle_one(self, proj: _Project, job: Mapping[str, Any], report: CycleReport,
                     reads: Mapping[str, Any] | None = None) -> None:
         try:
+            self._await_lineage(int(job["id"]))
             out = self.handle_job(proj, job, reads)
         except GitLabApiError as exc:
             report.errors.append(f"job {job.get('id')}: {exc}")
@@ -517,7 +558,7 @@ class Poller:
                  reason=decision.reason, rule=decision.rule, dry_run=dry,
                  variables=decision.variables or None, runner_class=decision.runner_class)
         if intent is not None:
-            outcome = self.actions.drive(intent)
+            outcome = self._drive_new(intent, req)
             acted = outcome.status
             self._schedule(intent, req, outcome)
         elif gate is not None and gate.verdict == "hold":
@@ -585,20 +626,21 @@ class Poller:
 
     def _load_storm(self) -> None:
         """The brake's state from the state store (another leader may have changed it)."""
-        self.storm = StormState.from_dict(self.store.get_watermark(STORM_SCOPE))
+        self.storm = StormState.from_dict({"categories": self.store.storm_categories()})
         self._publish_storm()
 
     def _save_storm(self) -> None:
-        self.store.set_watermark(STORM_SCOPE, self.storm.to_dict())
+        self.store.save_storm_categories(self.storm.to_dict()["categories"])
         self._publish_storm()
 
     def _publish_storm(self) -> None:
         if self.metrics is None or not hasattr(self.metrics, "storm_braked"):
             return
-        held = (self.store.get_watermark(HELD_SCOPE) or {}).get("held", {})
-        for cat, st in self.storm.categories.items():
-            self.metrics.storm_braked.labels(cat).set(1 if st.braked else 0)
-            self.metrics.storm_held.labels(cat).set(len(held.get(cat, {})))
+        held = self.store.held_counts()
+        for cat in sorted(set(self.storm.categories) | set(held)):
+            st = self.storm.categories.get(cat)
+            self.metrics.storm_braked.labels(cat).set(1 if st is not None and st.braked else 0)
+            self.metrics.storm_held.labels(cat).set(held.get(cat, 0))
 
     def _storm_failure(self, family: str, category: str, facts: JobFacts) -> None:
         rule = getattr(self.policy(), "storm", None)
@@ -617,12 +659,9 @@ class Poller:
 
     def _hold(self, req: ActionRequest, detail: str) -> None:
         """Keep a held request in the state store (no intent, no budget spent)."""
-        doc = self.store.get_watermark(HELD_SCOPE) or {}
-        held = {c: dict(v) for c, v in (doc.get("held") or {}).items()}
-        held.setdefault(req.category or "", {})[req.key] = req.to_payload()
-        self.store.set_watermark(HELD_SCOPE, {"held": held})
+        self.store.hold(req.key, req.category or "", req.job_id, req.to_payload())
         log.info("storm_job_held", job_url=req.web_url, job_id=req.job_id, category=req.category, action=req.kind,
-                 detail=detail, held=len(held[req.category or ""]))
+                 detail=detail, held=self.store.held_counts().get(req.category or "", 0))
         self._publish_storm()
 
     def _release_unbraked(self, report: CycleReport) -> None:
@@ -630,29 +669,26 @@ class Poller:
         for cat in self.storm.release_stale(getattr(self.policy(), "storm", None)):
             log.warning("storm_brake_released", category=cat, reason="the policy no longer brakes this category")
             self._save_storm()
-        held = (self.store.get_watermark(HELD_SCOPE) or {}).get("held", {})
         braked = set(self.storm.braked())
-        for cat in [c for c, reqs in held.items() if reqs and c not in braked]:
+        for cat in [c for c, n in self.store.held_counts().items() if n and c not in braked]:
             self._release(cat, report)
 
     def _probe_held(self, report: CycleReport) -> None:
         """While braked, a probe comes from the held requests when no new failure brought one."""
         rule = getattr(self.policy(), "storm", None)
-        doc = self.store.get_watermark(HELD_SCOPE) or {}
-        held = {c: dict(v) for c, v in (doc.get("held") or {}).items()}
         changed = False
         for cat in self.storm.braked():
             st = self.storm.categories[cat]
-            while held.get(cat):
+            queue = self.store.held(cat)  # oldest job first
+            while queue:
                 gate = self.storm.gate(rule, st.family, cat, self.clock())
                 if gate.verdict != "probe":
                     break
-                key, payload = min(held[cat].items(), key=lambda kv: int(kv[1].get("job_id", 0)))
-                req = ActionRequest.from_payload(payload)
+                held = queue.pop(0)
+                req = ActionRequest.from_payload(held.payload)
                 intent = self.actions.start(req)  # idempotent by key
-                del held[cat][key]
+                self.store.release_held([held.idempotency_key])
                 changed = True
-                self.store.set_watermark(HELD_SCOPE, {"held": held})
                 self._save_storm()
                 log.info("storm_probe", job_url=req.web_url, job_id=req.job_id, category=cat, detail=gate.detail,
                          source="held")
@@ -661,13 +697,12 @@ class Poller:
             self._publish_storm()
 
     def _release(self, category: str, report: CycleReport | None) -> None:
-        doc = self.store.get_watermark(HELD_SCOPE) or {}
-        held = {c: dict(v) for c, v in (doc.get("held") or {}).items()}
-        reqs = sorted(held.get(category, {}).values(), key=lambda p: int(p.get("job_id", 0)))
+        held = self.store.held(category)  # oldest job first
         rule = getattr(self.policy(), "storm", None)
         now = self.clock()
-        times = release_times(len(reqs), rule.release_per_minute if rule is not None else 0, now)
-        for payload, at in zip(reqs, times):
+        times = release_times(len(held), rule.release_per_minute if rule is not None else 0, now)
+        for h, at in zip(held, times):
+            payload = h.payload
             req = ActionRequest.from_payload({**payload, "not_before": max(at, float(payload.get("not_before", 0)))})
             intent = self.actions.start(req)  # idempotent by key: a crash mid-release starts nothing twice
             if req.not_before <= now:
@@ -676,11 +711,10 @@ class Poller:
                     report.actions.append(out)
             else:
                 self._schedule(intent, req, None)
-        held.pop(category, None)
-        self.store.set_watermark(HELD_SCOPE, {"held": held})
+        self.store.release_held([h.idempotency_key for h in held])
         if self.metrics is not None and hasattr(self.metrics, "storm_released"):
-            self.metrics.storm_released.labels(category).inc(len(reqs))
-        log.warning("storm_held_released", category=category, released=len(reqs),
+            self.metrics.storm_released.labels(category).inc(len(held))
+        log.warning("storm_held_released", category=category, released=len(held),
                     per_minute=rule.release_per_minute if rule is not None else 0)
         self._publish_storm()
 
@@ -696,17 +730,11 @@ class Poller:
         return False
 
     def _record_dry_run(self, jid: int, decision: Mapping[str, Any]) -> None:
-        """Keep a dry-run decision where ``retry-bot history`` finds it (:func:`dry_run_scope`).
+        """Keep a dry-run decision where ``retry-bot history`` finds it (the store's dry-run decisions).
 
-        The store has no public "add an event" call; a small per-job document holds the
-        last few dry-run decisions instead of :meth:`Store.record_decision` (which would
-        decide the job for good).
+        Not :meth:`Store.record_decision`, which would decide the job for good.
         """
-        scope = dry_run_scope(jid)
-        doc = self.store.get_watermark(scope) or {}
-        entries = list(doc.get("decisions", []))[-(DRY_RUN_KEEP - 1):]
-        entries.append({"at": self.clock(), **dict(decision)})
-        self.store.set_watermark(scope, {"job_id": jid, "decisions": entries})
+        self.store.record_dry_run(jid, decision, keep=DRY_RUN_KEEP)
 
     def _lineage(self, jid: int, facts: JobFacts, cls: Classification) -> list[LineageAttempt]:
         """The job's lineage for :func:`decide`, as the store keeps it (one read).
@@ -721,9 +749,19 @@ class Poller:
 
     def _class_usage(self) -> ClassUsage:
         """Jobs the bot started that still run, per runner class (for the policy's caps)."""
-        watched = (self.store.get_watermark(WATCH_SCOPE) or {}).get("jobs", [])
-        return ClassUsage.from_jobs((w.get("runner_class") or "", w.get("user"), w.get("project"))
-                                    for w in watched if w.get("runner_class"))
+        by_user: dict[tuple[str, str], int] = {}
+        by_project: dict[tuple[str, str], int] = {}
+        usage = dict(self.store.followed_class_usage())
+        batch = self._batch
+        # Writes in flight count already (their jobs are followed once created): a cap is
+        # never exceeded because decisions run ahead of their writes.  One that finishes
+        # meanwhile may be counted twice for a moment: stricter, never looser.
+        for key, n in (batch.in_flight_classes() if batch is not None else {}).items():
+            usage[key] = usage.get(key, 0) + n
+        for (rc, user, project), n in usage.items():
+            by_user[(rc, user or "")] = by_user.get((rc, user or ""), 0) + n
+            by_project[(rc, project or "")] = by_project.get((rc, project or ""), 0) + n
+        return ClassUsage(by_user=by_user, by_project=by_project)
 
     def _read_context(self, need: NextRead, proj: _Project, job: Mapping[str, Any], facts: JobFacts,
                       lineage: Sequence[LineageAttempt], context: JobContext, defn: JobDefinition | None
@@ -781,7 +819,7 @@ class Poller:
                     pipeline_id=facts.pipeline_id, ref=facts.ref, origin_job_id=lineage[0].job_id,
                     attempt=decision.attempt, web_url=facts.web_url, family=cls.family.value,
                     category=cls.category, runner_class=decision.runner_class,
-                    memory_limit_bytes=decision.memory_limit_bytes,
+                    memory_limit_bytes=decision.memory_limit_bytes, user=facts.user,
                     not_before=self.clock() + float(decision.delay_seconds or 0.0))
         if decision.action == Action.RETRY:
             return ActionRequest(kind=RequestKind.RETRY, **base)
@@ -825,96 +863,170 @@ class Poller:
     # ------------------------------------------------------------------ follow the jobs we created
 
     def _watch_new_job(self, req: ActionRequest, new_job_id: int) -> None:
-        doc = self.store.get_watermark(WATCH_SCOPE) or {"jobs": []}
-        jobs = [j for j in doc.get("jobs", []) if j.get("job_id") != new_job_id]
-        jobs.append({"job_id": new_job_id, "project_id": req.project_id, "project": req.project_path,
-                     "origin_job_id": req.origin_job_id, "family": req.family, "category": req.category,
-                     "kind": req.kind, "runner_class": req.runner_class, "since": self.clock()})
+        """Follow a job the bot just created (a row of the state store's ``followed_jobs``)."""
         # No cap on the count (issue 15: a cap of 500 silently dropped jobs of a burst);
         # bounded by age in follow_watched.
-        self.store.set_watermark(WATCH_SCOPE, {"jobs": jobs})
+        new = self.store.follow(FollowedJob(job_id=new_job_id, project_id=req.project_id,
+                                            project_path=req.project_path, origin_job_id=req.origin_job_id,
+                                            kind=req.kind, family=req.family, category=req.category,
+                                            runner_class=req.runner_class, user=req.user, since=self.clock()))
+        if new and self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
+            self.metrics.followed_jobs.inc()  # counted afresh from the store once per cycle
+
+    def _publish_followed(self) -> None:
         if self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
-            self.metrics.followed_jobs.set(len(jobs))
+            self.metrics.followed_jobs.set(self.store.followed_count())
 
     def follow_watched(self, report: CycleReport) -> None:
         """Check the jobs the bot created; record their end (and OOM recoveries).
 
         A job still not finished ``follow_max_age`` after the bot created it is no longer
-        followed (logged and counted: ``retry_bot_followed_jobs_expired_total``).
+        followed (logged and counted: ``retry_bot_followed_jobs_expired_total``).  Every
+        other followed job is read, in pages of the state store, however many there are.
         """
-        doc = self.store.get_watermark(WATCH_SCOPE) or {}
-        jobs = list(doc.get("jobs", []))
-        if self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
-            self.metrics.followed_jobs.set(len(jobs))
-        if not jobs:
-            return
-        keep = []
         now = self.clock()
-        storm_changed = False
-        fresh = [w for w in jobs if now - float(w.get("since") or now) <= self.settings.follow_max_age]
-        width = max(1, min(self.settings.read_concurrency, len(fresh)))
-        read: dict[int, tuple[bool, Any]] = {}
-        if width > 1:
-            def get(w: Mapping[str, Any]) -> tuple[bool, Any]:
+        for w in self.store.expire_followed(self.settings.follow_max_age, now=now):
+            log.warning("followed_job_expired", job_id=w.job_id, origin_job_id=w.origin_job_id,
+                        project=w.project_path, age_seconds=round(now - w.since),
+                        note="not finished within [poll] follow_max_age: no longer followed")
+            if self.metrics is not None and hasattr(self.metrics, "followed_expired"):
+                self.metrics.followed_expired.inc()
+        after: tuple[float, int] | None = None
+        while True:
+            page = self.store.followed(limit=_FOLLOW_PAGE, after=after)
+            if not page:
+                break
+            after = (page[-1].since, page[-1].job_id)
+            width = max(1, min(self.settings.read_concurrency, len(page)))
+
+            def get(w: FollowedJob) -> tuple[bool, Any]:
                 try:
-                    return True, self.client.get_job(int(w["project_id"]), int(w["job_id"]))
-                except Exception as exc:  # noqa: BLE001 - raised again below, in order
+                    return True, self.client.get_job(w.project_id, w.job_id)
+                except Exception as exc:  # noqa: BLE001 - handled below, in order
                     return False, exc
-            with ThreadPoolExecutor(max_workers=width, thread_name_prefix="gitlab-read") as pool:
-                read = dict(zip((int(w["job_id"]) for w in fresh), pool.map(get, fresh)))
 
-        def get_job(w: Mapping[str, Any]) -> Mapping[str, Any]:
-            if int(w["job_id"]) not in read:
-                return self.client.get_job(int(w["project_id"]), int(w["job_id"]))
-            ok, value = read[int(w["job_id"])]
-            if not ok:
-                raise value
-            return value
-
-        for w in jobs:
-            if now - float(w.get("since") or now) > self.settings.follow_max_age:
-                log.warning("followed_job_expired", job_id=w.get("job_id"), origin_job_id=w.get("origin_job_id"),
-                            project=w.get("project"), age_seconds=round(now - float(w["since"])),
-                            note="not finished within [poll] follow_max_age: no longer followed")
-                if self.metrics is not None and hasattr(self.metrics, "followed_expired"):
-                    self.metrics.followed_expired.inc()
-                continue
-            try:
-                j = get_job(w)
-            except NotFound:
-                continue
-            except GitLabApiError as exc:
-                report.errors.append(f"watched job {w.get('job_id')}: {exc}")
-                keep.append(w)
-                continue
-            status = j.get("status")
-            if status not in _FINAL:
-                keep.append(w)
-                continue
-            self.store.update_lineage_member(int(w["job_id"]), status=status)
-            cat = w.get("category")
-            if cat and self.storm.categories.get(cat) is not None and self.storm.categories[cat].braked:
-                storm_changed = True
-                rule = getattr(self.policy(), "storm", None)
-                if self.storm.note_rerun_result(rule, str(w.get("family") or ""), cat, status == "success", now):
-                    log.warning("storm_brake_released", category=cat, job_url=j.get("web_url"),
-                                reason=f"{rule.release_successes if rule else 1} re-run job(s) of {cat} succeeded")
-                    self._save_storm()
-                    self._release(cat, report)
-            if status == "success" and w.get("family") == "oom" and w.get("kind") in ("resize", "job_retry"):
-                if self.metrics is not None:
-                    self.metrics.oom_recoveries.inc()
-                log.info("oom_recovered", job_url=j.get("web_url"), job_id=w["job_id"],
-                         origin_job_id=w.get("origin_job_id"), runner_class=w.get("runner_class"))
+            if width > 1:
+                with ThreadPoolExecutor(max_workers=width, thread_name_prefix="gitlab-read") as pool:
+                    results = list(pool.map(get, page))
             else:
-                log.info("recreated_job_finished", job_url=j.get("web_url"), job_id=w["job_id"], status=status,
-                         origin_job_id=w.get("origin_job_id"))
-        if len(keep) != len(jobs):
-            self.store.set_watermark(WATCH_SCOPE, {"jobs": keep})
-            if self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
-                self.metrics.followed_jobs.set(len(keep))
-        if storm_changed:
+                results = [get(w) for w in page]
+            for w, (ok, value) in zip(page, results):
+                if not ok:
+                    if isinstance(value, NotFound):
+                        self.store.unfollow(w.job_id)  # deleted in GitLab: nothing left to follow
+                        continue
+                    if isinstance(value, GitLabApiError):
+                        report.errors.append(f"watched job {w.job_id}: {value}")
+                        continue
+                    raise value
+                self.followed_job_changed(w, value, report)
+            if len(page) < _FOLLOW_PAGE:
+                break
+        self._publish_followed()
+
+    def followed_job_changed(self, w: FollowedJob, job: Mapping[str, Any], report: CycleReport | None) -> bool:
+        """A followed job as GitLab shows it now (a poll or a webhook event): record its end, once.
+
+        ``job`` is GitLab's answer for the job (never an event's word).  When it has
+        ended, :meth:`Store.unfollow` removes it and records its status on the lineage;
+        only the caller that removed it counts the OOM recovery and tells the storm
+        brake, so a webhook event and a poll that both see the end count it once.
+        Returns ``True`` when this call recorded the end.
+        """
+        status = job.get("status")
+        if status not in _FINAL:
+            return False
+        ended = self.store.unfollow(w.job_id, status=str(status))
+        if ended is None:
+            return False  # another path (a poll, an event) recorded it already
+        now = self.clock()
+        cat = ended.category
+        st = self.storm.categories.get(cat) if cat else None
+        if cat and st is not None and st.braked:
+            rule = getattr(self.policy(), "storm", None)
+            released = self.storm.note_rerun_result(rule, str(ended.family or ""), cat, status == "success", now)
             self._save_storm()
+            if released:
+                log.warning("storm_brake_released", category=cat, job_url=job.get("web_url"),
+                            reason=f"{rule.release_successes if rule else 1} re-run job(s) of {cat} succeeded")
+                self._release(cat, report)
+        if status == "success" and ended.family == "oom" and ended.kind in ("resize", "job_retry"):
+            if self.metrics is not None:
+                self.metrics.oom_recoveries.inc()
+            log.info("oom_recovered", job_url=job.get("web_url"), job_id=ended.job_id,
+                     origin_job_id=ended.origin_job_id, runner_class=ended.runner_class)
+        else:
+            log.info("recreated_job_finished", job_url=job.get("web_url"), job_id=ended.job_id, status=status,
+                     origin_job_id=ended.origin_job_id)
+        if self.metrics is not None and hasattr(self.metrics, "followed_jobs"):
+            self.metrics.followed_jobs.dec()  # counted afresh from the store once per cycle
+        return True
+
+
+class _WriteBatch:
+    """The writes handed to the write pool while one batch of jobs is decided (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._futures: list[tuple[ActionRequest, Future[Outcome]]] = []
+        self._in_flight: dict[str, ActionRequest] = {}
+
+    def add(self, req: ActionRequest, future: "Future[Outcome]") -> None:
+        with self._lock:
+            self._futures.append((req, future))
+            self._in_flight[req.key] = req
+
+        def done(_f: Any) -> None:
+            with self._lock:
+                self._in_flight.pop(req.key, None)
+
+        future.add_done_callback(done)
+
+    def busy(self) -> bool:
+        with self._lock:
+            return bool(self._in_flight)
+
+    def wait_lineage(self, origin: int) -> None:
+        with self._lock:
+            pending = [f for r, f in self._futures if r.origin_job_id == origin and not f.done()]
+        for f in pending:
+            try:
+                f.result()
+            except BaseException:  # noqa: BLE001 - reported by finish()
+                pass
+
+    def in_flight_classes(self) -> dict[tuple[str, str | None, str | None], int]:
+        out: dict[tuple[str, str | None, str | None], int] = {}
+        with self._lock:
+            for r in self._in_flight.values():
+                if r.runner_class:
+                    k = (r.runner_class, r.user, r.project_path)
+                    out[k] = out.get(k, 0) + 1
+        return out
+
+    def finish(self, report: CycleReport | None) -> BaseException | None:
+        """Wait for every write; put their outcomes in ``report``; the ``LeadershipLost`` to raise, if any."""
+        lost: BaseException | None = None
+        results: dict[int, str] = {}
+        for req, f in self._futures:
+            try:
+                out = f.result()
+            except LeadershipLost as exc:
+                lost = lost or exc
+                results[req.job_id] = "waiting"
+                continue
+            except Exception as exc:  # noqa: BLE001 - one write's trouble is the cycle's error, not a crash
+                log.error("action_write_crashed", key=req.key, job_url=req.web_url, error=f"{type(exc).__name__}: {exc}",
+                          note="the intent stays open; it is driven again next cycle")
+                if report is not None:
+                    report.errors.append(f"action {req.key}: {type(exc).__name__}: {exc}")
+                results[req.job_id] = "waiting"
+                continue
+            results[req.job_id] = out.status
+        if report is not None and results:
+            report.decided[:] = [replace(o, acted=results[o.job_id]) if o.job_id in results and o.acted == "sending"
+                                 else o for o in report.decided]
+        return lost
 
 
 def _with_origin_timeout(lineage: Sequence[LineageAttempt], timeout: float | None) -> list[LineageAttempt]:

@@ -75,10 +75,6 @@ class IngestResult:
                 "rejected_seen_before": self.rejected_seen_before, "errors": list(self.reasons or [])[:20]}
 
 
-#: Scope prefix of the store entries that remember which rejected records were counted.
-REJECTED_SCOPE = "rejected-record"
-
-
 def record_fingerprint(data: Any, raw: bytes | str | None = None, where: str = "") -> str:
     """A stable hash of one submitted record: its raw bytes when known, else its canonical JSON.
 
@@ -99,24 +95,11 @@ def record_fingerprint(data: Any, raw: bytes | str | None = None, where: str = "
 def count_rejected_once(store: Store, source: str, reason: str, fingerprint: str) -> bool:
     """Count a rejected record in ``store`` unless the same record (``fingerprint``) was counted for ``source``.
 
-    Returns ``True`` when it was counted now.  The first sighting is remembered
-    with the store's ``set_watermark`` under ``rejected-record:SOURCE:SHA256``
-    (the store has no dedicated API yet); a store that cannot remember it (a
-    fenced replica that is not the leader) still counts, so a rejection is never lost.
-    Two ingests of the same bad record at the very same moment may both count it.
+    Returns ``True`` when it was counted now.  One transaction of the store
+    (:meth:`~retry_bot.state.Store.count_rejected_once`: the fingerprint and the
+    counter together, never fenced), so two ingests of the same bad record count it once.
     """
-    scope = f"{REJECTED_SCOPE}:{source}:{fingerprint}"
-    try:
-        if store.get_watermark(scope) is not None:
-            return False
-    except Exception:  # noqa: BLE001 - fall back to counting
-        pass
-    try:
-        store.set_watermark(scope, {"reason": reason})
-    except Exception:  # noqa: BLE001 - e.g. LeadershipLost: count anyway, never lose a rejection
-        pass
-    store.count_rejected(source, reason)
-    return True
+    return bool(store.count_rejected_once(source, reason, fingerprint))
 
 
 class _Metrics:

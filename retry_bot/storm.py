@@ -23,8 +23,8 @@ released
     of them a minute, through their ``not_before``).
 
 Everything here is pure: the clock is an argument, the state is a plain
-dataclass that round-trips through JSON (the poller keeps it in the state store,
-``retry-bot:storm``), and each method says what happened (for logs and metrics).
+dataclass that round-trips through JSON (the poller keeps it in the state store's
+``storm_state`` table, the held re-runs in ``held_actions``), and each method says what happened (for logs and metrics).
 """
 
 from __future__ import annotations
@@ -34,12 +34,7 @@ from typing import Any, Mapping
 
 from retry_bot.policy.model import StormRule
 
-__all__ = ["StormState", "CategoryStorm", "Gate", "STORM_SCOPE", "HELD_SCOPE", "release_times"]
-
-#: State-store document with the brake's state (:meth:`StormState.to_dict`).
-STORM_SCOPE = "retry-bot:storm"
-#: State-store document with the held action requests, per category.
-HELD_SCOPE = "retry-bot:storm:held"
+__all__ = ["StormState", "CategoryStorm", "Gate", "release_times"]
 
 
 @dataclass

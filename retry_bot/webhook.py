@@ -10,21 +10,28 @@ GitLab sends a **Job Hook** (``X-Gitlab-Event: Job Hook``, body ``object_kind:
 * is **bounded**: a body above ``max_body_bytes`` is answered 413 unread (the
   bot's :class:`~retry_bot.httpserver.BoundedHTTPServer` does not read it), and
   the queue holds at most ``queue_size`` job ids;
-* is **fast**: it parses the JSON, keeps ``(project_id, build_id)`` of a
-  *failed* job and answers 200; GitLab counts a slow answer as a failure and
+* is **fast**: it parses the JSON, keeps ``(project_id, build_id, build_status)``
+  of a job that *ended* (``failed``, ``success``, ``canceled``, ``skipped``) and
+  answers 200; GitLab counts a slow answer as a failure and
   disables hooks that keep failing (G ``doc/user/project/integrations/webhooks.md``,
   "Auto-disabled webhooks"; ``app/models/concerns/web_hooks/auto_disabling.rb``),
   so anything that is not an authentication or format problem is answered 200
   (other events and statuses: ``ignored``; a full queue: ``dropped``, and the
   next poll finds the job);
 * only **enqueues**: deciding stays in the poller's exactly-once path
-  (:meth:`retry_bot.daemon.Bot.handle_events` reads the job from GitLab and hands it
-  to :meth:`retry_bot.poller.Poller.handle_job`, which the state store makes
-  idempotent).  A forged or replayed event can at most make the bot look at a
-  job it would have polled anyway.
+  (:meth:`retry_bot.daemon.Bot.handle_events` reads the job from GitLab and hands a
+  failed one to :meth:`retry_bot.poller.Poller.handle_job`, which the state store
+  makes idempotent; a job the bot created and follows goes to
+  :meth:`retry_bot.poller.Poller.followed_job_changed`, which records its end once).
+  Events of jobs that ended otherwise cost the bot one state-store lookup and no API
+  call unless it follows the job.  A forged or replayed event can at most make the
+  bot look at a job it would have polled anyway.
 
-The queue de-duplicates by job id: GitLab may send several events for one job
-(and the same event again when a person presses "Resend").
+The queue de-duplicates by job id (the newest status wins): GitLab may send several
+events for one job (and the same event again when a person presses "Resend").  When
+it is full, a failure pushes out the oldest queued event of a job that did not fail
+(its end is also found by the poll that follows created jobs); a failure is dropped
+only when the whole queue holds failures.
 """
 
 from __future__ import annotations
@@ -38,12 +45,15 @@ from typing import Any, Callable, Mapping
 
 from runner_wrapper.logconfig import get_logger, register_secret
 
-__all__ = ["JobEvent", "JobEventQueue", "WebhookReceiver", "parse_job_event", "EventRejected"]
+__all__ = ["JobEvent", "JobEventQueue", "WebhookReceiver", "parse_job_event", "EventRejected", "ENDED"]
 
 log = get_logger("retry_bot.webhook")
 
 #: GitLab's header naming the event (G ``app/services/web_hook_service.rb``, ``X-Gitlab-Event``).
 JOB_HOOK = "Job Hook"
+#: Job statuses that end a job (G ``Ci::HasStatus::COMPLETED_STATUSES``, without ``manual``):
+#: the bot decides a ``failed`` one and records the end of a job it follows.
+ENDED = ("failed", "success", "canceled", "skipped")
 
 
 @dataclass(frozen=True)
@@ -87,36 +97,41 @@ def parse_job_event(body: bytes) -> JobEvent:
 
 
 class JobEventQueue:
-    """Bounded, de-duplicated FIFO of ``(project_id, job_id)``; thread-safe."""
+    """Bounded, de-duplicated FIFO of ``(project_id, job_id, status)``; thread-safe."""
 
     def __init__(self, maxsize: int = 10000) -> None:
         if maxsize < 1:
             raise ValueError("maxsize must be >= 1")
         self.maxsize = maxsize
-        self._items: OrderedDict[int, int] = OrderedDict()  # job id -> project id
+        self._items: OrderedDict[int, tuple[int, str]] = OrderedDict()  # job id -> (project id, status)
         self._cond = threading.Condition()
         #: Events dropped because the queue was full (polling finds those jobs).
         self.dropped = 0
 
-    def put(self, project_id: int, job_id: int) -> str:
-        """``queued``, ``duplicate`` (already waiting) or ``dropped`` (full)."""
+    def put(self, project_id: int, job_id: int, status: str = "failed") -> str:
+        """``queued``, ``duplicate`` (already waiting; the status is updated) or ``dropped`` (full)."""
         with self._cond:
             if job_id in self._items:
+                self._items[job_id] = (project_id, status)
                 return "duplicate"
             if len(self._items) >= self.maxsize:
+                victim = next((j for j, (_, st) in self._items.items() if st != "failed"), None) \
+                    if status == "failed" else None
                 self.dropped += 1
-                return "dropped"
-            self._items[job_id] = project_id
+                if victim is None:
+                    return "dropped"
+                del self._items[victim]  # a failure is worth more than the end of another job
+            self._items[job_id] = (project_id, status)
             self._cond.notify_all()
             return "queued"
 
-    def pop(self, limit: int | None = None) -> list[tuple[int, int]]:
-        """Up to ``limit`` ``(project_id, job_id)``, oldest first."""
+    def pop(self, limit: int | None = None) -> list[tuple[int, int, str]]:
+        """Up to ``limit`` ``(project_id, job_id, status)``, oldest first."""
         with self._cond:
             out = []
             while self._items and (limit is None or len(out) < limit):
-                jid, pid = self._items.popitem(last=False)
-                out.append((pid, jid))
+                jid, (pid, status) = self._items.popitem(last=False)
+                out.append((pid, jid, status))
             return out
 
     def wait(self, timeout: float) -> bool:
@@ -193,9 +208,9 @@ class WebhookReceiver:
         except EventRejected as exc:
             log.warning("webhook_invalid", error=str(exc))
             return exc.status, {"error": "invalid job event", "detail": str(exc)}, "invalid"
-        if event.status != "failed":
+        if event.status not in ENDED:
             return 200, {"ignored": f"job {event.job_id} is {event.status or 'of unknown status'}"}, "ignored"
-        outcome = self.queue.put(event.project_id, event.job_id)
+        outcome = self.queue.put(event.project_id, event.job_id, event.status)
         if outcome == "dropped":
             log.warning("webhook_queue_full", job_id=event.job_id, project_id=event.project_id,
                         queue_size=self.queue.maxsize, note="dropped; the next full poll finds the job")

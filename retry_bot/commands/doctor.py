@@ -10,7 +10,11 @@ says what will work and what will fail, with the fix for each:
 * ``ci_pipeline_variables_minimum_override_role`` (the resize pipeline passes variables);
 * whether the project includes the current CI template, and whether its
   ``stages:`` and ``workflow:rules`` let the bot's pipeline run (a dry plan of
-  an ``api`` pipeline with ``RETRY_BOT_CHILD_CONFIG`` set, §11.1).
+  an ``api`` pipeline with ``RETRY_BOT_CHILD_CONFIG`` set, §11.1);
+* with ``[webhook] enabled``: the project's webhook (``GET /projects/:id/hooks``,
+  Maintainer only): one points at the bot, has job events on, SSL verification,
+  is not disabled by GitLab; its secret token cannot be checked (GitLab never
+  returns it).
 
 Exit codes: 0 everything the policy needs is possible; 1 something it needs
 will fail; 2 the configuration or GitLab could not be read at all.
@@ -34,7 +38,7 @@ if TYPE_CHECKING:
     from retry_bot.policy import Policy
 
 __all__ = ["register", "handle", "Check", "ProjectFacts", "PolicyNeeds", "evaluate_gitlab", "evaluate_project",
-           "gather", "needs_of"]
+           "evaluate_webhook", "gather", "needs_of"]
 
 #: GitLab access levels (G lib/gitlab/access.rb).
 DEVELOPER, MAINTAINER = 30, 40
@@ -87,6 +91,10 @@ class ProjectFacts:
     merged_yaml: str | None = None
     lint_error: str | None = None
     protected_error: str | None = None
+    #: ``GET /projects/:id/hooks`` (``None``: not read, or refused: ``hooks_error``/``hooks_status``).
+    hooks: tuple[Mapping[str, Any], ...] | None = None
+    hooks_error: str | None = None
+    hooks_status: int | None = None
 
 
 def _level_ok(levels: Sequence[int], access: int) -> bool:
@@ -192,6 +200,65 @@ def evaluate_project(f: ProjectFacts, needs: PolicyNeeds) -> list[Check]:
     return out
 
 
+def evaluate_webhook(f: ProjectFacts, path: str, public_url: str = "", *, groups: bool = False) -> list[Check]:
+    """The verdicts on the project's webhook for the bot (pure).
+
+    ``path`` is ``[webhook] path``; ``public_url`` the URL GitLab should post to (``""``:
+    any hook URL ending with ``path`` matches); ``groups``: the bot watches groups, whose
+    group hooks (not read here) may cover the project.
+    """
+    p = f.path
+    what = "webhook"
+    if f.hooks is None:
+        if f.hooks_status == 403:
+            return [Check(p, what, "warn", "cannot read the project's webhooks: GET /projects/:id/hooks needs the "
+                          "Maintainer role (G project_hooks.rb, read_web_hook), and the bot's token is below it",
+                          "check by hand in Settings > Webhooks (a hook to the bot's URL with Job events, a secret "
+                          "token and SSL verification), or run doctor with a Maintainer token")]
+        return [Check(p, what, "warn", f"cannot read the project's webhooks: {f.hooks_error}",
+                      "check by hand in Settings > Webhooks")]
+    want = public_url.rstrip("/")
+    mine = [h for h in f.hooks if (str(h.get("url") or "").rstrip("/") == want if want
+                                   else str(h.get("url") or "").split("?", 1)[0].rstrip("/").endswith(path.rstrip("/")))]
+    add = (f"Settings > Webhooks > Add new webhook: URL {want or 'https://<the bot>' + path}, Secret token = the "
+           "bot's webhook secret, trigger Job events, SSL verification on (or POST /projects/:id/hooks with "
+           "url, token, job_events=true)")
+    if not mine:
+        others = ", ".join(str(h.get("url")) for h in f.hooks[:3]) or "none"
+        if groups:
+            return [Check(p, what, "warn", f"no project webhook points at the bot (project hooks: {others}); a group "
+                          "webhook may cover it (not read: group hooks need the Owner role)",
+                          f"check Group > Settings > Webhooks, or add a project hook: {add}")]
+        return [Check(p, what, "fail", f"no webhook points at the bot (project hooks: {others}): its job events "
+                      "never arrive, failures wait for the reconciliation poll", add)]
+    out: list[Check] = []
+    for h in mine:
+        hid = f"hook {h.get('id')} ({h.get('url')})"
+        status = str(h.get("alert_status") or "executable")
+        if status != "executable":
+            out.append(Check(p, what, "fail", f"{hid} is {status}: GitLab disabled it after failed deliveries "
+                             "(G web_hooks/auto_disabling.rb)", "Settings > Webhooks: re-enable the hook, and check "
+                             "the bot answers (its /healthz, `retry_bot_webhook_events_total`)"))
+        if not h.get("job_events"):
+            out.append(Check(p, what, "fail", f"{hid} has Job events off: no job event reaches the bot",
+                             "Settings > Webhooks > edit the hook: tick Job events (or PUT .../hooks/:id "
+                             "job_events=true)"))
+        url = str(h.get("url") or "")
+        if url.startswith("http://"):
+            out.append(Check(p, what, "warn", f"{hid} is plain http: the secret token travels in clear",
+                             "put a TLS-terminating proxy in front of the bot and use its https:// URL"))
+        elif not h.get("enable_ssl_verification", True):
+            out.append(Check(p, what, "warn", f"{hid} has SSL verification off: anyone on the path could pose as "
+                             "the bot", "Settings > Webhooks > edit the hook: enable SSL verification"))
+        out.append(Check(p, "webhook token", "warn", f"{hid}: GitLab never returns a hook's secret token, so doctor "
+                         "cannot check that it is set and equals the bot's secret",
+                         "Settings > Webhooks > Test > Job events: the bot answers 200; a 401 "
+                         "(retry_bot_webhook_events_total{outcome=\"unauthorized\"}) means the token differs"))
+        if not any(c.status != "ok" for c in out if c.what == what):
+            out.insert(0, Check(p, what, "ok", f"{hid}: job events on, SSL verification on, enabled"))
+    return out
+
+
 def _template_checks(f: ProjectFacts) -> list[Check]:
     p = f.path
     if f.merged_yaml is None:
@@ -243,8 +310,8 @@ def _template_checks(f: ProjectFacts) -> list[Check]:
 # --------------------------------------------------------------------------- the edge
 
 
-def gather(client: GitLabClient, project: str, user_id: int | None) -> ProjectFacts:
-    """Read one project's facts through :class:`~retry_bot.gitlab.client.GitLabClient`."""
+def gather(client: GitLabClient, project: str, user_id: int | None, *, hooks: bool = False) -> ProjectFacts:
+    """Read one project's facts through :class:`~retry_bot.gitlab.client.GitLabClient` (``hooks``: its webhooks too)."""
     from retry_bot.gitlab.client import GitLabApiError
 
     try:
@@ -272,10 +339,20 @@ def gather(client: GitLabClient, project: str, user_id: int | None) -> ProjectFa
         merged = client.merged_ci_yaml(pj["id"], str(pj.get("default_branch") or "main"))
     except GitLabApiError as exc:
         lint_error = str(exc)
+    hook_rows: tuple[Mapping[str, Any], ...] | None = None
+    hooks_error: str | None = None
+    hooks_status: int | None = None
+    if hooks:
+        try:
+            hook_rows = tuple(client.gl.http_list(f"/projects/{pj['id']}/hooks", get_all=True))
+        except Exception as exc:  # noqa: BLE001 - reported as a check, never a traceback
+            hooks_status = getattr(exc, "response_code", None)
+            hooks_error = str(exc)
     return ProjectFacts(path, access_level=max(levels), user_id=user_id,
                         default_branch=str(pj.get("default_branch") or "main"), protected=protected,
                         variables_min_role=pj.get("ci_pipeline_variables_minimum_override_role"),
-                        merged_yaml=merged, lint_error=lint_error, protected_error=protected_error)
+                        merged_yaml=merged, lint_error=lint_error, protected_error=protected_error,
+                        hooks=hook_rows, hooks_error=hooks_error, hooks_status=hooks_status)
 
 
 def run_doctor(config: BotConfig, policy: Policy, client: GitLabClient) -> list[Check]:
@@ -304,8 +381,13 @@ def run_doctor(config: BotConfig, policy: Policy, client: GitLabClient) -> list[
         except GitLabApiError as exc:
             checks.append(Check(g, "group", "fail", f"cannot list the group's projects: {exc}",
                                 "give the token access to the group"))
+    wh = getattr(config, "webhook", None)
+    hooks = bool(wh is not None and wh.enabled)
     for project in dict.fromkeys(projects):
-        checks += evaluate_project(gather(client, project, user_id), needs)
+        facts = gather(client, project, user_id, hooks=hooks)
+        checks += evaluate_project(facts, needs)
+        if hooks and facts.error is None:
+            checks += evaluate_webhook(facts, wh.path, wh.public_url, groups=bool(config.poll.groups))
     return checks
 
 

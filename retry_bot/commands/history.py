@@ -83,17 +83,10 @@ def _attempt(stored: Any) -> Any:
 
 def dry_run_events(store: Store, events: list[dict[str, Any]], job_id: int) -> list[dict[str, Any]]:
     """The provisional (dry-run) decisions of the lineage's jobs, as ``decided`` events."""
-    from retry_bot.poller import dry_run_scope
-
-    out: list[dict[str, Any]] = []
-    for jid in sorted({int(e["job_id"]) for e in events} | {int(job_id)}):
-        doc = store.get_watermark(dry_run_scope(jid)) or {}
-        for d in doc.get("decisions", []):
-            if isinstance(d, dict):
-                out.append({"event_id": None, "at": float(d.get("at") or 0.0), "job_id": jid,
-                            "origin_job_id": events[0]["origin_job_id"] if events else jid, "kind": "decided",
-                            "data": {**d, "dry_run": True}})
-    return out
+    jobs = {int(e["job_id"]) for e in events} | {int(job_id)}
+    return [{"event_id": None, "at": d.at, "job_id": d.job_id,
+             "origin_job_id": events[0]["origin_job_id"] if events else d.job_id, "kind": "decided",
+             "data": {**d.decision, "dry_run": True}} for d in store.dry_run_decisions(jobs)]
 
 
 def render(events: list[dict[str, Any]]) -> str:

@@ -33,7 +33,8 @@ def register(subparsers: Any) -> None:
     url_arg(m)
     m.set_defaults(func=handle_migrate)
 
-    c = sub.add_parser("check", help="schema version, integrity, counts, open intents, leader")
+    c = sub.add_parser("check", help="schema version, integrity, counts (followed jobs, held re-runs...), "
+                                     "open intents, storm brake, leader")
     url_arg(c)
     c.add_argument("--format", choices=("text", "json"), default="text")
     c.set_defaults(func=handle_check)
@@ -99,6 +100,14 @@ def handle_check(args: argparse.Namespace) -> int:
                 report["lease"] = store.lease()
                 report["leader"] = store.leader()
                 report["rejected_records"] = {f"{s}/{r}": n for (s, r), n in store.rejected_counts().items()}
+                held = store.held_counts()
+                storm = store.storm_categories()
+                report["storm"] = {c: {"braked": (storm.get(c) or {}).get("braked_since") is not None,
+                                       "braked_since": (storm.get(c) or {}).get("braked_since"),
+                                       "held": held.get(c, 0)} for c in sorted(set(storm) | set(held))}
+                oldest = store.followed(limit=1)
+                report["followed"] = {"jobs": report["counts"]["followed_jobs"],
+                                      "oldest_since": oldest[0].since if oldest else None}
     except StateError as exc:
         if args.format == "json":
             print(json.dumps({"ok": False, "error": str(exc)}))
@@ -115,6 +124,9 @@ def handle_check(args: argparse.Namespace) -> int:
         for i in report.get("open_intents") or []:
             print(f"open intent {i['intent_id']}: {i['kind']} on job {i['job_id']} ({i['key']}); the leader "
                   "reconciles it with GitLab at start")
+        for cat, st in (report.get("storm") or {}).items():
+            if st["braked"] or st["held"]:
+                print(f"storm brake {cat}: {'braked' if st['braked'] else 'released'}, {st['held']} re-run(s) held")
         if "leader" in report:
             print(f"leader: {report['leader'] or '(none)'}")
         for p in problems:

@@ -22,13 +22,15 @@ from typing import Callable
 from .backends import redact_url
 from .errors import LeadershipLost, StateError, StateUnavailable
 from .protocol import ActionFailed, perform_once, resume_intent
-from .records import INTENT_STATUSES, ActionIntent, JobRecord, Lineage
+from .records import (INTENT_STATUSES, ActionIntent, DryRunDecision, FollowedJob, HeldAction, JobRecord,
+                      Lineage)
 from .schema import LATEST_VERSION
 from .store import LEASE_NAME, Store
 
 __all__ = [
     "open_store", "Store", "StateError", "StateUnavailable", "LeadershipLost",
-    "ActionIntent", "JobRecord", "Lineage", "INTENT_STATUSES",
+    "ActionIntent", "JobRecord", "Lineage", "INTENT_STATUSES", "FollowedJob", "HeldAction",
+    "DryRunDecision",
     "ActionFailed", "perform_once", "resume_intent",
     "LATEST_VERSION", "LEASE_NAME", "STATE_URL_ENV", "DEFAULT_STATE_URL", "redact_url",
 ]

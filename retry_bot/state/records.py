@@ -7,7 +7,8 @@ from typing import Any, Mapping
 
 from retry_bot.model import JobFacts, LineageAttempt
 
-__all__ = ["JobRecord", "Lineage", "ActionIntent", "INTENT_STATUSES"]
+__all__ = ["JobRecord", "Lineage", "ActionIntent", "INTENT_STATUSES", "FollowedJob", "HeldAction",
+           "DryRunDecision"]
 
 #: ``begun``: written before the GitLab write, outcome not yet known;
 #: ``completed``: the GitLab write is known to have happened (``result`` says what);
@@ -99,3 +100,42 @@ class ActionIntent:
     @property
     def is_open(self) -> bool:
         return self.status == "begun"
+
+
+@dataclass(frozen=True)
+class FollowedJob:
+    """A job the bot created (by a retry, a play or ``jobRetry``) and follows until it ends."""
+
+    job_id: int
+    project_id: int
+    origin_job_id: int
+    #: The action that created it: ``retry``, ``job_retry`` or ``resize``.
+    kind: str
+    project_path: str | None = None
+    family: str | None = None
+    category: str | None = None
+    runner_class: str | None = None
+    #: The GitLab user the job runs for, when known (per-user class caps).
+    user: str | None = None
+    #: When the bot created it (epoch seconds): it is followed for ``follow_max_age`` from then.
+    since: float = 0.0
+
+
+@dataclass(frozen=True)
+class HeldAction:
+    """A re-run the storm brake holds: the action request (payload) kept, no intent, no budget spent."""
+
+    idempotency_key: str
+    category: str
+    job_id: int
+    payload: Mapping[str, Any]
+    held_at: float
+
+
+@dataclass(frozen=True)
+class DryRunDecision:
+    """A provisional decision made in dry-run mode (the job stays undecided in ``jobs``)."""
+
+    job_id: int
+    at: float
+    decision: Mapping[str, Any]

@@ -9,12 +9,17 @@ Timestamps are seconds since the epoch (``DOUBLE PRECISION``), JSON is
 Rules for adding a step: append, never edit or reorder a released step; a step
 must keep existing data (add columns with defaults, copy tables, never drop
 data the old code wrote); bump nothing else: the version is the step's index.
+A step may end with a ``data`` function (Python, over the same transaction)
+when rows must be reshaped in a way SQL cannot say once for both dialects
+(e.g. JSON documents moved into tables).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, Callable
 
 __all__ = ["Migration", "MIGRATIONS", "LATEST_VERSION", "SUBSTITUTIONS", "render"]
 
@@ -50,6 +55,118 @@ class Migration:
     version: int
     description: str
     statements: tuple[str, ...]
+    #: Runs after ``statements``, in the same transaction, with the backend's ``Tx``.
+    data: Callable[[Any], None] | None = None
+
+
+# ----------------------------------------------------------------------------- step 4's data move
+#
+# Before schema 4 the bot kept its own working state as JSON documents in ``watermarks``
+# (a key-value table).  Step 4 gives each a table and moves the documents' content there,
+# so an upgraded bot loses nothing: the followed jobs, the storm brake and its held
+# re-runs, the dry-run decisions, the bot's own pipelines and the rejected-record
+# fingerprints.  Moved documents are deleted (their content now lives in the tables).
+
+#: Scopes of step 4's documents (their names in the code before schema 4).
+WATCH_DOC = "retry-bot:watch"
+STORM_DOC = "retry-bot:storm"
+HELD_DOC = "retry-bot:storm:held"
+PIPELINES_DOC = "retry-bot:pipelines"
+DRY_RUN_PREFIX = "retry-bot:dry-run:"
+REJECTED_PREFIX = "rejected-record:"
+
+
+def _doc(tx: Any, scope: str) -> tuple[Any, float] | None:
+    row = tx.one("SELECT value, updated_at FROM watermarks WHERE scope = ?", (scope,))
+    if row is None:
+        return None
+    try:
+        return json.loads(row["value"]), float(row["updated_at"])
+    except (TypeError, ValueError):
+        return None
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return None if v is None or isinstance(v, bool) else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _move_documents_to_tables(tx: Any) -> None:
+    """Step 4: the JSON documents of ``watermarks`` into their tables (idempotent; bad entries skipped)."""
+    found = _doc(tx, WATCH_DOC)
+    if found is not None:
+        doc, at = found
+        for w in (doc or {}).get("jobs", []) if isinstance(doc, dict) else []:
+            jid, pid = _int((w or {}).get("job_id")), _int((w or {}).get("project_id"))
+            if jid is None or pid is None:
+                continue
+            since = w.get("since")
+            tx.execute(
+                "INSERT INTO followed_jobs (job_id, project_id, project_path, origin_job_id, kind, family, category, "
+                "runner_class, user_name, since) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (job_id) DO NOTHING",
+                (jid, pid, _str(w.get("project")), _int(w.get("origin_job_id")) or jid, _str(w.get("kind")) or "",
+                 _str(w.get("family")), _str(w.get("category")), _str(w.get("runner_class")), _str(w.get("user")),
+                 float(since) if isinstance(since, (int, float)) else at))
+    found = _doc(tx, STORM_DOC)
+    if found is not None:
+        doc, at = found
+        for cat, st in ((doc or {}).get("categories") or {}).items() if isinstance(doc, dict) else ():
+            if isinstance(st, dict):
+                tx.execute("INSERT INTO storm_state (category, state, updated_at) VALUES (?, ?, ?) "
+                           "ON CONFLICT (category) DO NOTHING",
+                           (str(cat), json.dumps(st, sort_keys=True, separators=(",", ":")), at))
+    found = _doc(tx, HELD_DOC)
+    if found is not None:
+        doc, at = found
+        for cat, reqs in ((doc or {}).get("held") or {}).items() if isinstance(doc, dict) else ():
+            for key, payload in (reqs or {}).items() if isinstance(reqs, dict) else ():
+                jid = _int((payload or {}).get("job_id")) if isinstance(payload, dict) else None
+                if jid is None:
+                    continue
+                tx.execute("INSERT INTO held_actions (idempotency_key, category, job_id, payload, held_at) "
+                           "VALUES (?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
+                           (str(key), str(cat), jid, json.dumps(payload, sort_keys=True, separators=(",", ":")), at))
+    found = _doc(tx, PIPELINES_DOC)
+    if found is not None:
+        doc, at = found
+        for pid, key in ((doc or {}).get("pipelines") or {}).items() if isinstance(doc, dict) else ():
+            if _int(pid) is not None and isinstance(key, str) and key:
+                tx.execute("INSERT INTO bot_pipelines (pipeline_id, idempotency_key, created_at) VALUES (?, ?, ?) "
+                           "ON CONFLICT (pipeline_id) DO NOTHING", (_int(pid), key, at))
+    for row in tx.execute("SELECT scope, value, updated_at FROM watermarks WHERE scope LIKE ?",
+                          (DRY_RUN_PREFIX + "%",)):
+        jid = _int(row["scope"][len(DRY_RUN_PREFIX):])
+        try:
+            doc = json.loads(row["value"])
+        except ValueError:
+            continue
+        for d in (doc or {}).get("decisions", []) if jid is not None and isinstance(doc, dict) else ():
+            if isinstance(d, dict):
+                at = d.get("at")
+                tx.execute("INSERT INTO dry_run_decisions (job_id, at, decision) VALUES (?, ?, ?)",
+                           (jid, float(at) if isinstance(at, (int, float)) else float(row["updated_at"]),
+                            json.dumps({k: v for k, v in d.items() if k != "at"}, sort_keys=True,
+                                       separators=(",", ":"))))
+    for row in tx.execute("SELECT scope, value, updated_at FROM watermarks WHERE scope LIKE ?",
+                          (REJECTED_PREFIX + "%",)):
+        source, _, fingerprint = row["scope"][len(REJECTED_PREFIX):].rpartition(":")
+        try:
+            reason = str((json.loads(row["value"]) or {}).get("reason") or "unknown")
+        except (ValueError, AttributeError):
+            reason = "unknown"
+        if source and fingerprint:
+            tx.execute("INSERT INTO rejected_fingerprints (source, fingerprint, reason, first_at) VALUES (?, ?, ?, ?) "
+                       "ON CONFLICT (source, fingerprint) DO NOTHING",
+                       (source, fingerprint, reason, float(row["updated_at"])))
+    tx.execute("DELETE FROM watermarks WHERE scope IN (?, ?, ?, ?) OR scope LIKE ? OR scope LIKE ?",
+               (WATCH_DOC, STORM_DOC, HELD_DOC, PIPELINES_DOC, DRY_RUN_PREFIX + "%", REJECTED_PREFIX + "%"))
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -160,6 +277,55 @@ MIGRATIONS: tuple[Migration, ...] = (
             acquired_at DOUBLE PRECISION
         )""",
     )),
+    Migration(4, "followed jobs, storm brake and held re-runs, dry-run decisions, the bot's pipelines, "
+                 "rejected-record fingerprints: tables instead of watermark documents", (
+        """CREATE TABLE followed_jobs (
+            job_id BIGINT PRIMARY KEY,
+            project_id BIGINT NOT NULL,
+            project_path TEXT,
+            origin_job_id BIGINT NOT NULL,
+            kind TEXT NOT NULL,
+            family TEXT,
+            category TEXT,
+            runner_class TEXT,
+            user_name TEXT,
+            since DOUBLE PRECISION NOT NULL
+        )""",
+        "CREATE INDEX followed_by_since ON followed_jobs (since, job_id)",
+        """CREATE TABLE storm_state (
+            category TEXT PRIMARY KEY,
+            state TEXT NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL
+        )""",
+        """CREATE TABLE held_actions (
+            idempotency_key TEXT PRIMARY KEY,
+            category TEXT NOT NULL,
+            job_id BIGINT NOT NULL,
+            payload TEXT NOT NULL,
+            held_at DOUBLE PRECISION NOT NULL
+        )""",
+        "CREATE INDEX held_by_category ON held_actions (category, job_id)",
+        """CREATE TABLE dry_run_decisions (
+            decision_id {serial_pk},
+            job_id BIGINT NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            decision TEXT NOT NULL
+        )""",
+        "CREATE INDEX dry_run_by_job ON dry_run_decisions (job_id, decision_id)",
+        """CREATE TABLE bot_pipelines (
+            pipeline_id BIGINT PRIMARY KEY,
+            idempotency_key TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL
+        )""",
+        "CREATE INDEX bot_pipelines_by_key ON bot_pipelines (idempotency_key)",
+        """CREATE TABLE rejected_fingerprints (
+            source TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            first_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (source, fingerprint)
+        )""",
+    ), data=_move_documents_to_tables),
 )
 
 LATEST_VERSION: int = MIGRATIONS[-1].version

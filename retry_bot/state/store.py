@@ -3,7 +3,8 @@
 Everything the live bot must not forget or repeat lives here: jobs seen and
 their classification, decisions, lineages (origin job -> re-created jobs),
 action intents (written and committed before any GitLab write), usage records,
-poll watermarks, an append-only event journal (``retry-bot history``), and the
+poll watermarks, the jobs the bot created and follows, the storm brake and the
+re-runs it holds, dry-run decisions, the bot's own pipelines, an append-only event journal (``retry-bot history``), and the
 leader lease that lets several replicas share one PostgreSQL database.
 
 All SQL is written once (``?`` parameters, :data:`.schema.SUBSTITUTIONS`), every
@@ -26,7 +27,7 @@ from .backends import Backend, Tx
 from .errors import LeadershipLost, StateError
 from retry_bot.model import LineageAttempt
 
-from .records import ActionIntent, JobRecord, Lineage
+from .records import ActionIntent, DryRunDecision, FollowedJob, HeldAction, JobRecord, Lineage
 from .schema import LATEST_VERSION, MIGRATIONS
 from .usage import usage_row
 
@@ -120,6 +121,13 @@ def _job(row: Mapping[str, Any]) -> JobRecord:
                      decided_at=None if row["decided_at"] is None else float(row["decided_at"]))
 
 
+def _followed(row: Mapping[str, Any]) -> FollowedJob:
+    return FollowedJob(job_id=int(row["job_id"]), project_id=int(row["project_id"]),
+                       origin_job_id=int(row["origin_job_id"]), kind=row["kind"], project_path=row["project_path"],
+                       family=row["family"], category=row["category"], runner_class=row["runner_class"],
+                       user=row["user_name"], since=float(row["since"]))
+
+
 def _usage(row: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(row)
     for k in ("protected",):
@@ -202,6 +210,8 @@ class Store:
             for migration in MIGRATIONS[current:]:
                 for statement in migration.statements:
                     tx.execute(statement)
+                if migration.data is not None:
+                    migration.data(tx)
                 self._b.write_version(tx, migration)
             return current
 
@@ -472,21 +482,21 @@ class Store:
                                      ("memory_peak_bytes", memory_peak_bytes), ("runner_class", runner_class))
                    if v is not None}
 
-        def fn(tx: Tx) -> LineageAttempt:
-            now = self._now()
-            tx.execute("INSERT INTO lineage (job_id, origin_job_id, attempt, action, variables, created_at, "
-                       "updated_at) VALUES (?, ?, 0, 'origin', ?, ?, ?) ON CONFLICT (job_id) DO NOTHING",
-                       (job_id, job_id, "{}", now, now))
-            if changes:
-                sets = ", ".join(f"{k} = ?" for k in changes)  # keys from the fixed tuple above
-                tx.execute(f"UPDATE lineage SET {sets}, updated_at = ? WHERE job_id = ?",
-                           (*changes.values(), now, job_id))
-                self._event(tx, job_id, "lineage_updated", changes)
-            row = tx.one("SELECT * FROM lineage WHERE job_id = ?", (job_id,))
-            assert row is not None
-            return _member(row)
+        return self._write(lambda tx: self._update_member(tx, job_id, changes), fenced=True)
 
-        return self._write(fn, fenced=True)
+    def _update_member(self, tx: Tx, job_id: int, changes: Mapping[str, Any]) -> LineageAttempt:
+        now = self._now()
+        tx.execute("INSERT INTO lineage (job_id, origin_job_id, attempt, action, variables, created_at, "
+                   "updated_at) VALUES (?, ?, 0, 'origin', ?, ?, ?) ON CONFLICT (job_id) DO NOTHING",
+                   (job_id, job_id, "{}", now, now))
+        if changes:
+            sets = ", ".join(f"{k} = ?" for k in changes)  # keys from the fixed tuple of the callers
+            tx.execute(f"UPDATE lineage SET {sets}, updated_at = ? WHERE job_id = ?",
+                       (*changes.values(), now, job_id))
+            self._event(tx, job_id, "lineage_updated", dict(changes))
+        row = tx.one("SELECT * FROM lineage WHERE job_id = ?", (job_id,))
+        assert row is not None
+        return _member(row)
 
     # ------------------------------------------------------------------ action intents
 
@@ -723,6 +733,256 @@ class Store:
                                                 "ORDER BY source, reason"))
         return {(r["source"], r["reason"]): int(r["rejected"]) for r in rows}
 
+    # ------------------------------------------------------------------ followed jobs
+
+    def follow(self, job: FollowedJob) -> bool:
+        """Follow a job the bot created until it ends; ``False`` when it is followed already (idempotent)."""
+        jid = _job_id(job.job_id)
+        pid = _job_id(job.project_id, "project_id")
+        origin = _job_id(job.origin_job_id, "origin_job_id")
+        kind = _text(job.kind, "kind")
+        since = float(job.since) if job.since else None
+
+        def fn(tx: Tx) -> bool:
+            row = tx.one(
+                "INSERT INTO followed_jobs (job_id, project_id, project_path, origin_job_id, kind, family, category, "
+                "runner_class, user_name, since) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (job_id) DO NOTHING RETURNING job_id",
+                (jid, pid, job.project_path, origin, kind, job.family, job.category, job.runner_class, job.user,
+                 since if since is not None else self._now()))
+            return row is not None
+
+        return bool(self._write(fn, fenced=True))
+
+    def followed(self, *, limit: int | None = None, max_age: float | None = None,
+                 after: tuple[float, int] | None = None, now: float | None = None) -> list[FollowedJob]:
+        """Followed jobs, oldest first (by ``since``, then job id).
+
+        ``max_age``: only those the bot created at most this many seconds before ``now``
+        (default: the store's clock; pass the caller's clock that stamped ``since``);
+        ``limit`` with ``after`` (the ``(since, job_id)`` of the last one read) pages
+        through them.  Nothing is ever dropped silently: a job leaves this table only
+        through :meth:`unfollow` or :meth:`expire_followed`.
+        """
+        where: list[str] = []
+        params: list[Any] = []
+        if max_age is not None:
+            where.append("since >= ?")
+            params.append((self._now() if now is None else float(now)) - float(max_age))
+        if after is not None:
+            where.append("(since > ? OR (since = ? AND job_id > ?))")
+            params += [float(after[0]), float(after[0]), int(after[1])]
+        sql = ("SELECT * FROM followed_jobs" + (" WHERE " + " AND ".join(where) if where else "")
+               + " ORDER BY since, job_id" + (f" LIMIT {max(1, int(limit))}" if limit is not None else ""))
+        return [_followed(r) for r in self._read(lambda tx: tx.execute(sql, params))]
+
+    def followed_job(self, job_id: int) -> FollowedJob | None:
+        """The followed job ``job_id``, or ``None`` when the bot does not follow it."""
+        job_id = _job_id(job_id)
+        row = self._read(lambda tx: tx.one("SELECT * FROM followed_jobs WHERE job_id = ?", (job_id,)))
+        return None if row is None else _followed(row)
+
+    def unfollow(self, job_id: int, *, status: str | None = None) -> FollowedJob | None:
+        """Stop following ``job_id`` (it ended with ``status``, recorded on its lineage member).
+
+        Returns the followed job when *this* call removed it, ``None`` when it was not
+        followed (any more): whoever gets it does the follow-up (recovery counted,
+        storm brake told) exactly once, whether polling or a webhook saw the end first.
+        """
+        job_id = _job_id(job_id)
+
+        def fn(tx: Tx) -> FollowedJob | None:
+            row = tx.one("DELETE FROM followed_jobs WHERE job_id = ? RETURNING *", (job_id,))
+            if row is None:
+                return None
+            if status is not None:
+                self._update_member(tx, job_id, {"status": status})
+            return _followed(row)
+
+        return self._write(fn, fenced=True)
+
+    def expire_followed(self, max_age: float, *, now: float | None = None) -> list[FollowedJob]:
+        """Stop following the jobs created more than ``max_age`` seconds before ``now``; returns them.
+
+        ``now`` defaults to the store's clock (pass the caller's clock that stamped ``since``).
+        The caller logs and counts them: nothing leaves the followed jobs silently.
+        """
+        cutoff = (self._now() if now is None else float(now)) - float(max_age)
+        rows = self._write(lambda tx: tx.execute("DELETE FROM followed_jobs WHERE since < ? RETURNING *",
+                                                 (cutoff,)), fenced=True)
+        return sorted((_followed(r) for r in rows), key=lambda f: (f.since, f.job_id))
+
+    def followed_count(self) -> int:
+        """How many jobs the bot follows (the ``retry_bot_followed_jobs`` gauge)."""
+        return int(self._read(lambda tx: tx.one("SELECT count(*) AS n FROM followed_jobs"))["n"])  # type: ignore[index]
+
+    def followed_class_usage(self) -> dict[tuple[str, str | None, str | None], int]:
+        """Followed jobs that run on a runner class, counted by ``(runner_class, user, project path)``."""
+        rows = self._read(lambda tx: tx.execute(
+            "SELECT runner_class, user_name, coalesce(project_path, CAST(project_id AS TEXT)) AS project, "
+            "count(*) AS n FROM followed_jobs WHERE runner_class IS NOT NULL AND runner_class <> '' "
+            "GROUP BY runner_class, user_name, coalesce(project_path, CAST(project_id AS TEXT))"))
+        return {(r["runner_class"], r["user_name"], r["project"]): int(r["n"]) for r in rows}
+
+    # ------------------------------------------------------------------ storm brake and held re-runs
+
+    def storm_categories(self) -> dict[str, dict[str, Any]]:
+        """The storm brake's state per category (:class:`retry_bot.storm.CategoryStorm` as a dict)."""
+        rows = self._read(lambda tx: tx.execute("SELECT category, state FROM storm_state ORDER BY category"))
+        return {r["category"]: _load(r["state"]) or {} for r in rows}
+
+    def save_storm_categories(self, categories: Mapping[str, Mapping[str, Any]]) -> None:
+        """Replace the storm brake's state with ``categories`` (category -> state dict); fenced."""
+        rows = [(_text(c, "category"), _dump(v, "storm state")) for c, v in categories.items()]
+
+        def fn(tx: Tx) -> None:
+            now = self._now()
+            for cat, state in rows:
+                tx.execute("INSERT INTO storm_state (category, state, updated_at) VALUES (?, ?, ?) "
+                           "ON CONFLICT (category) DO UPDATE SET state = excluded.state, "
+                           "updated_at = excluded.updated_at", (cat, state, now))
+            keep = [c for c, _ in rows]
+            if keep:
+                tx.execute(f"DELETE FROM storm_state WHERE category NOT IN ({', '.join('?' for _ in keep)})", keep)
+            else:
+                tx.execute("DELETE FROM storm_state")
+
+        self._write(fn, fenced=True)
+
+    def hold(self, idempotency_key: str, category: str, job_id: int, payload: Mapping[str, Any]) -> bool:
+        """Keep a re-run the storm brake holds; ``False`` when it is held already (idempotent)."""
+        key = _text(idempotency_key, "idempotency_key")
+        category = str(category)
+        job_id = _job_id(job_id)
+        payload_s = _dump(payload, "payload")
+        row = self._write(lambda tx: tx.one(
+            "INSERT INTO held_actions (idempotency_key, category, job_id, payload, held_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (idempotency_key) DO NOTHING RETURNING job_id",
+            (key, category, job_id, payload_s, self._now())), fenced=True)
+        return row is not None
+
+    def held(self, category: str | None = None) -> list[HeldAction]:
+        """The held re-runs (of one category), oldest job first."""
+        if category is None:
+            rows = self._read(lambda tx: tx.execute("SELECT * FROM held_actions ORDER BY category, job_id"))
+        else:
+            rows = self._read(lambda tx: tx.execute("SELECT * FROM held_actions WHERE category = ? ORDER BY job_id",
+                                                    (str(category),)))
+        return [HeldAction(idempotency_key=r["idempotency_key"], category=r["category"], job_id=int(r["job_id"]),
+                           payload=_load(r["payload"]) or {}, held_at=float(r["held_at"])) for r in rows]
+
+    def held_counts(self) -> dict[str, int]:
+        """``{category: held re-runs}``."""
+        rows = self._read(lambda tx: tx.execute("SELECT category, count(*) AS n FROM held_actions "
+                                                "GROUP BY category ORDER BY category"))
+        return {r["category"]: int(r["n"]) for r in rows}
+
+    def release_held(self, keys: Iterable[str]) -> int:
+        """Forget held re-runs (their intents were begun); returns how many were still held."""
+        keys = [_text(k, "idempotency_key") for k in keys]
+        if not keys:
+            return 0
+
+        def fn(tx: Tx) -> int:
+            n = 0
+            for start in range(0, len(keys), _PAGE):
+                chunk = keys[start:start + _PAGE]
+                n += len(tx.execute(f"DELETE FROM held_actions WHERE idempotency_key IN "
+                                    f"({', '.join('?' for _ in chunk)}) RETURNING job_id", chunk))
+            return n
+
+        return int(self._write(fn, fenced=True))
+
+    # ------------------------------------------------------------------ dry-run decisions
+
+    def record_dry_run(self, job_id: int, decision: Mapping[str, Any], *, keep: int = 5) -> None:
+        """Keep a provisional (dry-run) decision for ``retry-bot history``; the ``keep`` newest per job stay.
+
+        Unlike :meth:`record_decision` the job stays undecided, so a later live run decides it.
+        """
+        job_id = _job_id(job_id)
+        dec_s = _dump(decision, "decision")
+        keep = max(1, int(keep))
+
+        def fn(tx: Tx) -> None:
+            tx.execute("INSERT INTO dry_run_decisions (job_id, at, decision) VALUES (?, ?, ?)",
+                       (job_id, self._now(), dec_s))
+            tx.execute(f"DELETE FROM dry_run_decisions WHERE job_id = ? AND decision_id NOT IN (SELECT decision_id "
+                       f"FROM dry_run_decisions WHERE job_id = ? ORDER BY decision_id DESC LIMIT {keep})",
+                       (job_id, job_id))
+
+        self._write(fn, fenced=True)
+
+    def dry_run_decisions(self, job_ids: Iterable[int]) -> list[DryRunDecision]:
+        """The provisional decisions of these jobs, oldest first."""
+        ids = sorted({_job_id(j) for j in job_ids})
+        if not ids:
+            return []
+        rows = self._read(lambda tx: tx.execute(
+            f"SELECT * FROM dry_run_decisions WHERE job_id IN ({', '.join('?' for _ in ids)}) "
+            "ORDER BY at, decision_id", ids))
+        return [DryRunDecision(job_id=int(r["job_id"]), at=float(r["at"]), decision=_load(r["decision"]) or {})
+                for r in rows]
+
+    # ------------------------------------------------------------------ the bot's own pipelines
+
+    def own_pipeline(self, pipeline_id: int, idempotency_key: str) -> str:
+        """Record that the bot created ``pipeline_id`` for intent ``idempotency_key``; returns its owner's key.
+
+        The first claim wins: a pipeline already recorded for another intent keeps it
+        (and that key is returned).
+        """
+        pid = _job_id(pipeline_id, "pipeline_id")
+        key = _text(idempotency_key, "idempotency_key")
+
+        def fn(tx: Tx) -> str:
+            tx.execute("INSERT INTO bot_pipelines (pipeline_id, idempotency_key, created_at) VALUES (?, ?, ?) "
+                       "ON CONFLICT (pipeline_id) DO NOTHING", (pid, key, self._now()))
+            row = tx.one("SELECT idempotency_key FROM bot_pipelines WHERE pipeline_id = ?", (pid,))
+            assert row is not None
+            return str(row["idempotency_key"])
+
+        return str(self._write(fn, fenced=True))
+
+    def pipelines_of(self, idempotency_key: str) -> list[int]:
+        """The pipelines recorded for intent ``idempotency_key``, oldest first."""
+        key = _text(idempotency_key, "idempotency_key")
+        rows = self._read(lambda tx: tx.execute("SELECT pipeline_id FROM bot_pipelines WHERE idempotency_key = ? "
+                                                "ORDER BY pipeline_id", (key,)))
+        return [int(r["pipeline_id"]) for r in rows]
+
+    def pipeline_owner(self, pipeline_id: int) -> str | None:
+        """The intent key the bot created ``pipeline_id`` for, or ``None`` (not the bot's, or not recorded)."""
+        pid = _job_id(pipeline_id, "pipeline_id")
+        row = self._read(lambda tx: tx.one("SELECT idempotency_key FROM bot_pipelines WHERE pipeline_id = ?", (pid,)))
+        return None if row is None else str(row["idempotency_key"])
+
+    # ------------------------------------------------------------------ rejected records, once each
+
+    def count_rejected_once(self, source: str, reason: str, fingerprint: str) -> bool:
+        """Count a rejected record unless the same record (``fingerprint``) was counted for ``source``.
+
+        One transaction (never fenced: any replica may ingest): two ingests of the same
+        bad record at the same moment count it once.  ``True`` when counted now.
+        """
+        source = _text(source, "source")
+        reason = _text(reason, "reason")
+        fingerprint = _text(fingerprint, "fingerprint")
+
+        def fn(tx: Tx) -> bool:
+            now = self._now()
+            new = tx.one("INSERT INTO rejected_fingerprints (source, fingerprint, reason, first_at) "
+                         "VALUES (?, ?, ?, ?) ON CONFLICT (source, fingerprint) DO NOTHING RETURNING source",
+                         (source, fingerprint, reason, now))
+            if new is None:
+                return False
+            tx.execute("INSERT INTO rejected_records (source, reason, rejected, last_at) VALUES (?, ?, 1, ?) "
+                       "ON CONFLICT (source, reason) DO UPDATE SET rejected = rejected_records.rejected + 1, "
+                       "last_at = excluded.last_at", (source, reason, now))
+            return True
+
+        return bool(self._write(fn, fenced=False))
+
     # ------------------------------------------------------------------ poll watermarks
 
     def get_watermark(self, scope: str) -> dict[str, Any] | None:
@@ -906,7 +1166,8 @@ class Store:
         """Row counts, for ``retry-bot state check`` and metrics."""
         def fn(tx: Tx) -> dict[str, int]:
             out = {}
-            for table in ("jobs", "lineage", "actions", "events", "usage_records", "watermarks"):
+            for table in ("jobs", "lineage", "actions", "events", "usage_records", "watermarks", "followed_jobs",
+                          "held_actions", "dry_run_decisions", "bot_pipelines"):
                 out[table] = int(tx.one(f"SELECT count(*) AS n FROM {table}")["n"])  # type: ignore[index]
             out["open_intents"] = int(tx.one("SELECT count(*) AS n FROM actions WHERE status = 'begun'")["n"])  # type: ignore[index]
             out["rejected_records"] = int(tx.one("SELECT coalesce(sum(rejected), 0) AS n FROM rejected_records")["n"])  # type: ignore[index]

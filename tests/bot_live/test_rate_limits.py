@@ -157,9 +157,10 @@ def test_30_percent_429s_on_every_call_every_job_decided_no_action_lost(tmp_path
         f = farm.standin.faults
         f.reseed(15)
         # Every write's first attempts are refused, as often as the client tries (3): before the fix
-        # each of these writes was "failed for good" though GitLab did nothing.
+        # each of these writes was "failed for good" though GitLab did nothing.  Two writes of each
+        # kind (2 x 3 refusals), which may be in flight at once ([poll] write_concurrency).
         for path in (r"/jobs/\d+/retry$", r"/pipeline$", r"/jobs/\d+/play$"):
-            f.add(Fault("rate_limit", method="POST", path=path, plan=[True, True, True], retry_after=0))
+            f.add(Fault("rate_limit", method="POST", path=path, plan=[True] * 6, retry_after=0))
         f.add(Fault("rate_limit", probability=0.30, retry_after=0))
         bot = make_bot(farm, tmp_path, ["grp/a", "grp/b"], settle=3.0, timeout=2.0, attempts=3)
         bot.actions.settings = ActionSettings(settle_seconds=3.0, child_timeout_seconds=60,

@@ -92,8 +92,7 @@ def test_storm_brake_holds_probes_and_releases_without_spending_budgets(farm, tm
         assert len(farm.standin.calls_matching("POST", r"/jobs/\d+/retry$")) == 6
         assert bot.metrics.storm_held.labels("runner_system_failure")._value.get() == 0
         assert bot.metrics.storm_released.labels("runner_system_failure")._value.get() == 2
-        assert (bot.store.get_watermark("retry-bot:storm:held") or {}).get("held", {}).get(
-            "runner_system_failure", {}) == {}
+        assert bot.store.held("runner_system_failure") == []
     finally:
         bot.close()
 
@@ -188,7 +187,7 @@ def test_every_created_job_is_followed_and_only_age_ends_it(farm, tmp_path):
                                 pipeline_id=1, ref="main", origin_job_id=10_000 + i, attempt=2,
                                 family="infrastructure", category="runner_system_failure")
             bot.poller._watch_new_job(req, 20_000 + i)
-        jobs = bot.store.get_watermark("retry-bot:watch")["jobs"]
+        jobs = bot.store.followed()
         assert len(jobs) == 700                                   # no silent cap (it was 500)
         assert bot.metrics.followed_jobs._value.get() == 700
         farm.standin.reset_calls()
@@ -196,7 +195,7 @@ def test_every_created_job_is_followed_and_only_age_ends_it(farm, tmp_path):
         from retry_bot.poller import CycleReport
         bot.poller.follow_watched(CycleReport(started=clock()))
         assert farm.standin.calls == []                           # expired ones are not read
-        assert bot.store.get_watermark("retry-bot:watch")["jobs"] == []
+        assert bot.store.followed() == []
         assert bot.metrics.followed_expired._value.get() == 700
         assert bot.metrics.followed_jobs._value.get() == 0
     finally:

@@ -18,7 +18,8 @@ from retry_bot.config import parse_config
 from retry_bot.gitlab.standin.hooks import HookSender, job_hook_payload
 from retry_bot.problems import ConfigError
 from retry_bot.webhook import JobEventQueue, WebhookReceiver, parse_job_event
-from tests.bot_live.farm import ENV, Farm, bot_config_text, compile_error, flaky_dns, make_bot
+from tests.bot_live.farm import (ENV, POLICY, Farm, bot_config_text, compile_error, cycle_until, flaky_dns, make_bot,
+                                 needs_memory)
 
 pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
 
@@ -72,9 +73,23 @@ def test_receiver_authenticates_bounds_and_only_enqueues(capsys):
     assert _call(rcv, job, _event(job_id=7)) == (200, {"duplicate": 7})                       # de-duplicated
     assert _call(rcv, job, _event(job_id=8)) == (200, {"queued": 8})
     assert _call(rcv, job, _event(job_id=9)) == (200, {"dropped": 9})                         # full: polling finds it
-    assert rcv.queue.pop() == [(3, 7), (3, 8)] and rcv.queue.dropped == 1
+    assert rcv.queue.pop() == [(3, 7, "failed"), (3, 8, "failed")] and rcv.queue.dropped == 1
     out = capsys.readouterr()
     assert SECRET not in out.out + out.err and "wrong-token-xyz" not in out.out + out.err
+
+
+def test_the_ends_of_jobs_are_queued_and_a_failure_pushes_one_out_when_full():
+    rcv = WebhookReceiver(SECRET, queue=JobEventQueue(2))
+    job = {"X-Gitlab-Event": "Job Hook", "X-Gitlab-Token": SECRET}
+    for status in ("pending", "running", "created", "manual"):
+        assert "ignored" in _call(rcv, job, _event(status=status, job_id=1))[1]
+    assert _call(rcv, job, _event(status="success", job_id=1)) == (200, {"queued": 1})
+    assert _call(rcv, job, _event(status="canceled", job_id=2)) == (200, {"queued": 2})
+    assert _call(rcv, job, _event(status="success", job_id=3)) == (200, {"dropped": 3})    # full of ends
+    assert _call(rcv, job, _event(status="failed", job_id=4)) == (200, {"queued": 4})      # pushes job 1 out
+    assert _call(rcv, job, _event(status="failed", job_id=5)) == (200, {"queued": 5})      # pushes job 2 out
+    assert _call(rcv, job, _event(status="failed", job_id=6)) == (200, {"dropped": 6})     # only failures left
+    assert rcv.queue.pop() == [(3, 4, "failed"), (3, 5, "failed")] and rcv.queue.dropped == 4
 
 
 def test_receiver_without_a_secret_refuses_everything():
@@ -210,3 +225,76 @@ def test_run_forever_reacts_to_events_between_reconciliation_polls(tmp_path):
             bot.stop()
             bot.close()
         farm.close()
+
+
+# ------------------------------------------------------------------------ events of the jobs the bot created
+
+
+def test_the_end_of_a_created_job_comes_by_event_and_counts_once(tmp_path):
+    """A job the bot created (a resize's played copy, a retry) that ends is recorded from its job
+    event, without a poll, through the same once-only path as polling: an OOM recovery is counted
+    once whether the event or the poll sees it first, and a re-run that fails again is decided."""
+    farm = Farm({"oom": needs_memory(300)}, runner_tags=("small", "medium"))
+    bot = sender = None
+    system_failure = b"ERROR: Job failed (system failure): prepare environment: connection refused\n"
+
+    def run_large(status: str) -> int:
+        """The ``large`` runner is a person here: it runs the one pending ``large`` job now."""
+        job = farm.standin.next_pending_job(["large"], run_untagged=False, start=True)
+        assert job is not None
+        farm.standin.finish_job(job.id, status, None if status == "success" else "runner_system_failure",
+                             trace=system_failure if status == "failed" else b"ok\n")
+        return job.id
+
+    try:
+        farm.add_project("grp/f", {"oom": {"stage": "build", "tags": ["small"], "script": ["make"],
+                                           "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}},
+                                   "dns": {"stage": "build", "tags": ["large"], "script": ["curl"]}})
+        bot = _hook_bot(farm, tmp_path, ["grp/f"], policy=POLICY_TWO_RETRIES)
+        url = bot.start_http()
+        sender = HookSender(farm.standin.state, url + "/v1/gitlab/job-events", secret=SECRET)
+        farm.standin.on_job_change(sender)   # every status change, as GitLab sends them
+        farm.standin.create_pipeline("grp/f")
+        assert farm.standin.wait_for(lambda: any(j.status == "pending" for j in farm.standin.jobs() if j.name == "dns"))
+        run_large("failed")
+        assert farm.standin.wait_for(lambda: sum(j.status == "failed" for j in farm.standin.jobs()) == 2)
+        # The bot decides both by polling and carries the resize out over a few cycles; here the
+        # poll does not follow the created jobs, so only their events can record their ends.
+        poll_follow, bot.poller.follow_watched = bot.poller.follow_watched, lambda report: None
+        assert cycle_until(bot, lambda: bot.store.followed_count() == 2 and not bot.store.open_intents(),
+                           timeout=30)
+        followed = {f.kind: f for f in bot.store.followed()}
+        copy, retry = followed["resize"], followed["retry"]
+        assert run_large("failed") == retry.job_id      # the retry fails again
+        assert farm.standin.wait_for(lambda: farm.standin.get_job(copy.job_id).status == "success", timeout=20)
+        bot.poller.follow_watched = poll_follow
+        assert sender.flush()
+        farm.standin.reset_calls()
+        assert bot.handle_events() == 1                       # the retry that failed again is decided
+        assert bot.metrics.oom_recoveries._value.get() == 1   # the copy's success, from its event
+        assert bot.store.followed_job(copy.job_id) is None and bot.store.followed_job(retry.job_id) is None
+        assert bot.store.lineage_for(copy.job_id).latest.status == "success"
+        lin = bot.store.lineage_for(retry.job_id)
+        assert [m.status for m in lin.attempts if m.job_id == retry.job_id] == ["failed"]
+        assert bot.store.get_job(retry.job_id).decided        # failed again: decided like any failure
+        assert len([f for f in bot.store.followed() if f.origin_job_id == retry.origin_job_id]) == 1
+        paths = [c.path for c in farm.standin.calls]
+        assert not any(p.endswith("/jobs") for p in paths), "no jobs list polled"
+        # The poll that follows created jobs, and a replayed event, find nothing left to record.
+        assert sender.send(farm.standin.get_job(copy.job_id)).status == 200
+        bot.handle_events()
+        bot.once()
+        assert bot.metrics.oom_recoveries._value.get() == 1
+        events = [e for e in bot.store.history(copy.job_id) if e["kind"] == "lineage_updated"
+                  and e["job_id"] == copy.job_id and (e["data"] or {}).get("status") == "success"]
+        assert len(events) == 1
+    finally:
+        if sender is not None:
+            sender.close()
+        if bot is not None:
+            bot.close()
+        farm.close()
+
+
+POLICY_TWO_RETRIES = POLICY.replace(
+    '[families.infrastructure]\naction = "retry"\nbudget = 1', '[families.infrastructure]\naction = "retry"\nbudget = 2')

@@ -73,3 +73,23 @@ def test_check_and_backup_a_postgresql_store(pg_server, tmp_path, capsys):
     out = tmp_path / "state.dump"
     assert main(["state", "backup", "--url", url, "--out", str(out)]) == 0
     assert out.stat().st_size > 0
+
+
+def test_check_shows_followed_jobs_and_the_storm_brake(tmp_path, capsys):
+    from retry_bot.state import FollowedJob
+
+    url = f"sqlite:///{tmp_path}/state.sqlite3"
+    with open_store(url) as s:
+        for i in range(3):
+            s.follow(FollowedJob(job_id=10 + i, project_id=1, origin_job_id=1, kind="retry", since=100.0 + i))
+        s.save_storm_categories({"runner_system_failure": {"braked_since": 90.0, "family": "infrastructure"}})
+        s.hold("retry:7", "runner_system_failure", 7, {"job_id": 7})
+        s.hold("retry:8", "runner_system_failure", 8, {"job_id": 8})
+    assert main(["state", "check", "--url", url, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["counts"]["followed_jobs"] == 3 and report["counts"]["held_actions"] == 2
+    assert report["followed"] == {"jobs": 3, "oldest_since": 100.0}
+    assert report["storm"] == {"runner_system_failure": {"braked": True, "braked_since": 90.0, "held": 2}}
+    assert main(["state", "check", "--url", url]) == 0
+    out = capsys.readouterr().out
+    assert "followed_jobs: 3" in out and "storm brake runner_system_failure: braked, 2 re-run(s) held" in out

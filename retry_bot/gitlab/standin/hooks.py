@@ -19,6 +19,15 @@ the state changes; it does **not** retry a failed delivery (GitLab does not
 either: it counts failures and disables the hook, ``web_hooks/auto_disabling.rb``).
 Known gaps (docs/standin.md): no auto-disabling, no hook logs, no group hooks
 (a group hook's payload is the same; the receiver cannot tell).
+
+The project hooks *configuration* (``GET``/``POST /projects/:id/hooks``, what
+``retry-bot doctor`` reads) is :func:`add_project_hook` and :func:`project_hook_json`:
+G ``lib/api/project_hooks.rb`` (``read_web_hook`` to list, ``admin_web_hook`` to
+add: both Maintainer, G ``app/policies/project_policy.rb`` ``can?(:admin_project)``),
+the body of G ``lib/api/entities/project_hook.rb`` and ``entities/hook.rb``.  The
+secret token is stored and never returned ("this will not be returned in the
+response").  A hook added this way is configuration only: events are sent by a
+:class:`HookSender` (known gap).
 """
 
 from __future__ import annotations
@@ -34,7 +43,45 @@ from typing import Any, Iterable
 
 from retry_bot.gitlab.standin.state import GitLabState, Job, iso
 
-__all__ = ["job_hook_payload", "HookSender", "Delivery"]
+__all__ = ["job_hook_payload", "HookSender", "Delivery", "add_project_hook", "project_hook_json", "HOOK_EVENTS"]
+
+#: The event switches of a project hook and their defaults for a new hook (G db/structure.sql
+#: ``web_hooks``: ``push_events`` DEFAULT true, every other event false).
+HOOK_EVENTS = {"push_events": True, "tag_push_events": False, "merge_requests_events": False,
+               "repository_update_events": False, "issues_events": False, "confidential_issues_events": False,
+               "note_events": False, "confidential_note_events": False, "pipeline_events": False,
+               "wiki_page_events": False, "deployment_events": False, "feature_flag_events": False,
+               "job_events": False, "releases_events": False, "emoji_events": False,
+               "resource_access_token_events": False, "vulnerability_events": False}
+
+
+def add_project_hook(state: GitLabState, project: int | str, url: str, *, token: str | None = None,
+                     enable_ssl_verification: bool = True, name: str = "", description: str = "",
+                     alert_status: str = "executable", **events: bool) -> dict[str, Any]:
+    """Add a project webhook (``POST /projects/:id/hooks``); returns it as GitLab answers (no token)."""
+    unknown = set(events) - set(HOOK_EVENTS)
+    if unknown:
+        raise ValueError(f"unknown hook events: {sorted(unknown)}")
+    with state.lock:
+        proj = state.project(project)
+        hook_id = 1 + max((h["id"] for p in state.projects.values() for h in p.hooks), default=0)
+        hook = {"id": hook_id, "url": url, "name": name, "description": description,
+                "created_at": state.clock(), "token": token or "", "enable_ssl_verification": bool(enable_ssl_verification),
+                "alert_status": alert_status, "project_id": proj.id,
+                **{k: bool(events.get(k, default)) for k, default in HOOK_EVENTS.items()}}
+        proj.hooks.append(hook)
+        return project_hook_json(hook)
+
+
+def project_hook_json(hook: dict[str, Any]) -> dict[str, Any]:
+    """G ``Entities::ProjectHook`` (< ``Entities::Hook``) as listed: never the token, no url variables
+    or custom headers (``with_url_variables: false, with_custom_headers: false``)."""
+    return {"id": hook["id"], "url": hook["url"], "name": hook.get("name") or "",
+            "description": hook.get("description") or "", "created_at": iso(hook["created_at"]),
+            "enable_ssl_verification": hook["enable_ssl_verification"], "alert_status": hook["alert_status"],
+            "disabled_until": None, "push_events_branch_filter": None, "branch_filter_strategy": "wildcard",
+            "custom_webhook_template": None, "project_id": hook["project_id"],
+            **{k: hook[k] for k in HOOK_EVENTS}}
 
 
 def _duration(start: float | None, end: float | None) -> float | None:

@@ -259,6 +259,33 @@ def list_protected_branches(req: Request, project: str) -> Response:
     return json_response(200, out)
 
 
+def list_project_hooks(req: Request, project: str) -> Response:
+    """``GET /projects/:id/hooks`` (G lib/api/project_hooks.rb: ``read_web_hook``, i.e. Maintainer,
+    G app/policies/project_policy.rb ``can?(:admin_project)``; G lib/api/entities/project_hook.rb)."""
+    from retry_bot.gitlab.standin.hooks import project_hook_json
+
+    _require(req, "maintainer")
+    proj = req.state.project(project)
+    items, headers = _offset_page(req, [project_hook_json(h) for h in proj.hooks], with_total=True)
+    return json_response(200, items, headers)
+
+
+def add_project_hook(req: Request, project: str) -> Response:
+    """``POST /projects/:id/hooks`` (``admin_web_hook``: Maintainer): ``url`` required, ``token`` is
+    stored and not returned, event switches as booleans (G lib/api/project_hooks.rb)."""
+    from retry_bot.gitlab.standin.hooks import HOOK_EVENTS, add_project_hook as add
+
+    _require(req, "maintainer")
+    url = req.arg("url")
+    if not url:
+        raise BadRequest("url is missing")
+    events = {k: req.flag(k, default) for k, default in HOOK_EVENTS.items()}
+    hook = add(req.state, project, url, token=req.arg("token"),
+               enable_ssl_verification=req.flag("enable_ssl_verification", True),
+               name=req.arg("name") or "", description=req.arg("description") or "", **events)
+    return json_response(201, hook)
+
+
 def list_group_projects(req: Request, group: str) -> Response:
     projects = req.state.group_projects(group, include_subgroups=req.flag("include_subgroups"))
     if req.flag("archived") is False and req.arg("archived") is not None:
@@ -476,6 +503,8 @@ ROUTES: list[tuple[str, re.Pattern[str], Callable[..., Response]]] = [
     ("GET", re.compile(rf"^{_P}/repository/branches/(?P<branch>[^/]+)$"), get_branch),
     ("GET", re.compile(rf"^{_P}$"), get_project),
     ("GET", re.compile(rf"^{_P}/protected_branches$"), list_protected_branches),
+    ("GET", re.compile(rf"^{_P}/hooks$"), list_project_hooks),
+    ("POST", re.compile(rf"^{_P}/hooks$"), add_project_hook),
     ("GET", re.compile(r"^/api/v4/groups/(?P<group>[^/]+)/projects$"), list_group_projects),
     ("GET", re.compile(rf"^{_P}/jobs$"), list_jobs),
     ("GET", re.compile(rf"^{_P}/jobs/(?P<job>\d+)$"), get_job),

@@ -418,6 +418,13 @@ class StandIn:
                                       pipeline_variables_min_role=pipeline_variables_min_role, files=files,
                                       protected_branches=protected_branches)
 
+    def add_project_hook(self, project: int | str, url: str, **kw: Any) -> dict[str, Any]:
+        """Add a project webhook (configuration only; :class:`~.hooks.HookSender` sends events):
+        ``token``, ``enable_ssl_verification``, ``alert_status``, ``job_events``... (:func:`.hooks.add_project_hook`)."""
+        from retry_bot.gitlab.standin.hooks import add_project_hook
+
+        return add_project_hook(self.state, project, url, **kw)
+
     def set_ci_config(self, project: int | str, ci_config: Mapping[str, Any] | str, *, ref: str | None = None,
                       files: Mapping[str, str] | None = None) -> str:
         return self.state.set_ci_config(project, ci_config, ref=ref, files=files)

@@ -131,6 +131,9 @@ class Project:
     ci_variables: list[dict[str, Any]] = field(default_factory=list)
     #: ``auto_cancel_pending_pipelines`` (on by default, G app/models/project_ci_cd_setting.rb).
     auto_cancel_pending_pipelines: bool = True
+    #: Project webhooks (Settings > Webhooks), as :func:`standin.hooks.add_project_hook` keeps them
+    #: (the secret token included: GitLab stores it and never returns it).
+    hooks: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
