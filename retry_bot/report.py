@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 if TYPE_CHECKING:
-    from retry_bot.state import LineageMember, Store
+    from retry_bot.model import LineageAttempt
+    from retry_bot.state import Store
 
 __all__ = ["Point", "ReportData", "ReportError", "collect_from_trace", "collect_from_store", "render_html",
            "render_png", "find_chromium", "output_format"]
@@ -259,7 +260,7 @@ def collect_from_store(store: Store, top: int = 8) -> ReportData:
         unit=_unit([source_of.get(p, "job") for p in chosen]))
 
 
-def _member_of(store: Store, job_id: int) -> LineageMember | None:
+def _member_of(store: Store, job_id: int) -> LineageAttempt | None:
     try:
         lin = store.lineage_for(job_id)
     except Exception:  # noqa: BLE001

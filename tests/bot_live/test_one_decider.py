@@ -97,7 +97,4 @@ def test_the_limit_in_force_is_the_variable_the_policy_names(farm, tmp_path):
 
 
 def _variables(bot, job_id: int) -> dict:
-    from retry_bot.poller import dry_run_scope
-
-    doc = bot.store.get_watermark(dry_run_scope(job_id)) or {}
-    return doc["decisions"][-1]["variables"]
+    return bot.store.dry_run_decisions([job_id])[-1].decision["variables"]
