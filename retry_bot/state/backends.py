@@ -441,8 +441,19 @@ class PostgresBackend:
             self._close_lock_conn()
 
     def _close_lock_conn(self) -> None:
-        self._lock_held = False
+        held, self._lock_held = self._lock_held, False
         if self._lock_conn is not None:
+            try:
+                if held and not self._lock_conn.closed and not self._lock_conn.broken:
+                    # Unlock before closing: closing ends the session, but the server releases
+                    # the lock only when its backend process has finished, a moment after
+                    # close() returns.  A standby trying the lock in that moment would take
+                    # the lease without it, and this replica could then pre-empt that live
+                    # leader with a lock it got back at once.
+                    self._lock_conn.execute("SELECT pg_advisory_unlock(%s, hashtext(current_schema()))",
+                                            (_PG_LEADER_LOCK,))
+            except Exception:
+                pass
             try:
                 self._lock_conn.close()  # ends the session: releases the advisory lock
             except Exception:

@@ -122,3 +122,20 @@ def test_after_an_early_takeover_old_intents_are_observed_only_once_the_old_leas
     assert b.reconcile_delay(b.begin_action("play:8", 8, "play", {})) == 0.0  # new intents: no wait
     with pytest.raises(LeadershipLost):
         a.complete_action(intent.intent_id, {"played_by": "a"})
+
+
+def test_a_released_lease_hands_the_failover_lock_over_too(open_at, clock):
+    """After a clean release, the next leader holds the failover lock, so the old one cannot pre-empt it.
+
+    Closing the lock's connection releases a PostgreSQL advisory lock only when the server's
+    backend has finished, a moment after ``close()`` returns; the store unlocks explicitly
+    first.  Repeated, because the window is short.
+    """
+    a, b = open_at(), open_at()
+    for i in range(25):
+        first, second = (a, b) if i % 2 == 0 else (b, a)
+        assert first.try_acquire_leadership("first", 60)
+        first.release_leadership("first")
+        assert second.try_acquire_leadership("second", 60)
+        assert first.try_acquire_leadership("first", 60) is False, f"round {i}: a live leader was pre-empted"
+        second.release_leadership("second")
