@@ -34,9 +34,10 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from retry_bot.predict.sources import load_policy_and_settings  # noqa: E402
-from retry_bot.simulate import (  # noqa: E402
-    _as_alloc, compute_metrics, load_trace, make_allocator, read_trace, replay_from_policy, simulate,
-)
+from retry_bot.simulate.allocators import make_allocator, replay_from_policy  # noqa: E402
+from retry_bot.simulate.metrics import compute_metrics  # noqa: E402
+from retry_bot.simulate.replay import allocations_by_job, simulate  # noqa: E402
+from retry_bot.simulate.trace import load_trace, read_trace  # noqa: E402
 
 DEFAULT_POLICY = str(Path(__file__).resolve().parents[1] / "config" / "policy.toml")
 #: Universes (seed, mix) the shipped policy's figures were chosen on.
@@ -111,10 +112,7 @@ def run_all(trace: str, policy, settings, names, split: bool):
         dt = time.perf_counter() - t0
         m = res.metrics
         if split:
-            allocs: dict[int, list] = {}
-            for r in res.rows:
-                allocs.setdefault(r["job_id"], []).append(_as_alloc(r))
-            m = compute_metrics(jobs, allocs, 0.5)
+            m = compute_metrics(jobs, allocations_by_job(res.rows), 0.5)
         rows.append((name, m, dt))
     return rows
 
