@@ -320,7 +320,13 @@ def _group(level: int, st: _Stats, h: LevelHistory | None = None,
     if st.top is not None:  # bimodal keys' residuals (against their upper mode) are a class of their own
         return 100 + lv
     sp = 0 if st.spread < 0.07 else (1 if st.spread < 0.14 else (2 if st.spread < 0.28 else 3))
-    return (lv * 2 + (1 if st.count >= 8 else 0)) * 4 + sp
+    g = (lv * 2 + (1 if st.count >= 8 else 0)) * 4 + sp
+    tr = h.surprise if h is not None else None
+    if tr is not None:
+        i = tr.best(settings)
+        if i is not None and settings.tracker_half_lives_hours[i] < settings.half_life_hours:
+            return 200 + g  # drifting: a faster tracker than the default predicts it better
+    return g
 
 
 def _base(st: _Stats, settings: PredictionSettings) -> tuple[float, float]:

@@ -99,7 +99,7 @@ class PredictionSettings:
     mode_min_runs: int = 8
     #: A job whose level used has fewer trusted runs than this gets no memory limit (as a job
     #: without history: the runner's default limit applies); its request is still predicted.
-    limit_min_runs: int = 0
+    limit_min_runs: int = 5
     #: After an OOM kill at limit L, the need is > L: the next limit is at least
     #: max(L x oom_bump_ratio, L + oom_min_bump_bytes) (VPA's rule), remembered this long.
     oom_bump_ratio: float = 1.2
