@@ -65,13 +65,14 @@ def test_a_step_down_is_not_bimodal(centre, gap):
     assert upper_mode([centre] * 10 + [centre + gap] * 10) is None   # a step up: likewise
 
 
-def test_a_bimodal_key_gets_a_limit_near_its_upper_mode():
-    """One build in four needs twice as much (tests, LTO): the limit covers that, not a fit over both."""
-    rng = random.Random(3)
-    peaks = [(4e9 if i % 4 == 1 else 2e9) * math.exp(rng.gauss(0, 0.02)) for i in range(24)]
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_a_bimodal_key_gets_a_limit_near_its_upper_mode(seed):
+    """A build in four needs twice as much (tests, LTO): the limit covers that mode, not a fit over both."""
+    rng = random.Random(seed)
+    peaks = [(4e9 if rng.random() < 0.25 else 2e9) * math.exp(rng.gauss(0, 0.03)) for _ in range(24)]
     a = predict(_index(peaks), KEY, 30 * HOUR)
     assert a.figures["upper_mode"] == 1.0
-    assert max(peaks) < a.memory_limit_bytes < 1.25 * max(peaks)
+    assert max(peaks) < a.memory_limit_bytes < 1.2 * max(peaks)
 
 
 # ------------------------------------------------------------------ centre trackers (drift)
