@@ -10,22 +10,23 @@ Model (all figures in :class:`Allocation.figures`):
 * **Request** (memory and CPU): the weighted mean of the runs' *mean* usage
   times ``memory_request_factor`` / ``cpu_request_factor`` - typical use,
   so nodes are packed by what jobs really use.
-* **Memory limit**: peaks are close to log-normal per key.  With ``mu`` and
-  ``s`` the weighted mean and spread of log(peak) (``s`` shrunk toward
-  ``prior_spread`` where ``n`` is small, times ``sqrt(1 + 1/n)``), the *base*
-  is ``max(exp(mu + limit_z * s), recent max peak)``.  The limit is
-  ``base * exp(m)`` with a margin ``m`` *learned* from history: for every
-  finished run the residual ``log(peak / base)`` against the model as it
-  stood is kept (per trust, fallback level, history length and spread), and
-  ``m`` minimises ``base * exp(m) + K * P(residual > m)``, ``K`` = ``oom_cost``
-  x the fleet's mean peak: a kill costs as much as ``K`` bytes of headroom,
-  so big jobs get thin margins, small ones generous ones, noisy groups what
-  their tails need.  At least ``limit_margin``; never below any peak of the
-  key's more specific levels (or of the job's own untrusted ref) plus that.
+* **Memory limit** ``exp(centre + z x spread)``: the key's centre and predictive spread
+  come from its best centre tracker (:class:`Tracker`: time-decayed means of log peak at
+  several half-lives, each scored on the next run; the winner's RMS error is the spread),
+  else the sample statistics (weighted mean and spread of log peak, shrunk toward
+  ``prior_spread`` where ``n`` is small, times ``sqrt(1 + 1/n)``); a bimodal key
+  (:func:`upper_mode`) is sized for its upper mode with the within-mode spread.  ``z``
+  minimises ``exp(z x spread) + price x P(residual > z)`` over the standardised residuals
+  of past runs of the job's variability class (level, history, spread, bimodal, drifting),
+  ``price`` = ``oom_cost`` x the fleet's mean peak x the OOM-budget feedback, over
+  ``exp(centre)``: a kill costs as much as that many bytes of headroom.  Floors: the recent
+  max peak, the peaks of more specific levels and the job's own ref, x (1 + limit_margin).
+  No limit while the level used has fewer than ``limit_min_runs`` runs.
 * **OOM kills are censored data.** A trusted run killed at ``L`` says only
   "need > L": it never enters the peak statistics, but it puts a floor of
   ``max(L * oom_bump_ratio, L + oom_min_bump_bytes)`` under the limit for
-  ``oom_memory_hours``.  More kill evidence can only raise the limit.
+  ``oom_memory_hours``, until a later run above ``L`` shows the need.  More kill evidence
+  can only raise the limit.
 * **No history**: the job's static size (its own request) or the defaults;
   ``cold_limit`` says what limit: ``none`` (no limit: the job runs under the
   runner's default limit, as without a predictor; its request is the typical
@@ -329,13 +330,6 @@ def _group(level: int, st: _Stats, h: LevelHistory | None = None,
     return g
 
 
-def _base(st: _Stats, settings: PredictionSettings) -> tuple[float, float]:
-    """The uncalibrated limit: max(log-normal upper quantile at ``limit_z``, recent max peak); and the spread."""
-    s_used = _spread(st, settings)
-    q = math.exp(st.mu + settings.limit_z * s_used)
-    return (max(q, st.recent_max) if settings.recent_max_floor else q), s_used
-
-
 class Tracker:
     """One key level's centre trackers, each scored on how well it predicted the next run.
 
@@ -426,8 +420,9 @@ def record_calibration(index: HistoryIndex, obs: Observation, trusted: bool,
                        settings: PredictionSettings = DEFAULT_SETTINGS) -> None:
     """``HistoryIndex.on_add`` hook: residual of a finished run against the trusted model as it stood.
 
-    The residual is ``log(peak / base)`` where ``base`` is the uncalibrated
-    limit the model would have given just before this run was recorded.
+    The residual is ``(log peak - centre) / spread`` with the centre and predictive spread
+    the model would have given just before this run was recorded (and the OOM-budget
+    feedback counts the outcome).
     """
     if settings.oom_budget_per_100 > 0:
         index.calibration.note_outcome(obs.is_oom, settings.oom_budget_per_100 / 100.0, settings.oom_budget_gain)
@@ -483,24 +478,6 @@ def _kill_cost_bytes(index: HistoryIndex | None, settings: PredictionSettings, b
     unit = index.fleet_mean_peak() if index is not None else None
     factor = math.exp(index.calibration.price_log) if index is not None else 1.0
     return settings.oom_cost * factor * (unit or base)
-
-
-def _margin(index: HistoryIndex | None, trusted: bool, group: int, settings: PredictionSettings,
-            base: float = 1e9) -> tuple[float, str]:
-    """The log-margin over the base limit: learned from residuals, within [log(1+limit_margin), max_margin]."""
-    lo = math.log1p(settings.limit_margin)
-    hi = math.log(settings.max_margin)
-    if index is None:
-        return lo, "default"
-    # price of a kill in units of this job's base limit, in 25 % steps (so margins can be cached)
-    price = max(_kill_cost_bytes(index, settings, base) / max(base, 1.0), 1e-3)
-    price = 1.25 ** round(math.log(price) / math.log(1.25))
-    q = index.calibration.best_margin(trusted, group, price, settings.calibration_min)
-    if q is None and not trusted:  # untrusted runs not calibrated yet: use the trusted residuals
-        q = index.calibration.best_margin(True, group, price, settings.calibration_min)
-    if q is None:
-        return lo, "default"
-    return min(max(q, lo), hi), "learned"
 
 
 def _limit_z(index: HistoryIndex | None, trusted: bool, group: int, settings: PredictionSettings,

@@ -69,11 +69,11 @@ class LevelHistory:
 class Calibration:
     """Residuals of past predictions, to learn how wide the limit must be.
 
-    For each run that finished, the residual ``log(peak / base)`` against the
-    trusted model *as it stood just before the run was recorded* is kept, per
-    group (trusted / untrusted run; fallback level, history length and spread
-    bucket, see the estimator).  :meth:`best_margin` turns a group's residuals
-    into the margin that balances headroom against OOM kills: the margin is
+    For each run that finished, the standardised residual ``(log peak - centre) / spread``
+    against the trusted model *as it stood just before the run was recorded* is kept, per
+    group (trusted / untrusted run; the variability class, see the estimator).
+    :meth:`best_z` turns a group's residuals into the limit that balances headroom
+    against OOM kills: it is
     learned from how surprising builds have really been, not fitted to one
     farm.  Bounded buffers; each value is clipped, so one run (or one pull
     request) moves a margin by at most one rank.
