@@ -84,7 +84,9 @@ def _name_of(key: Any, fallback: str | None) -> tuple[str, str]:
 def collect_from_trace(path: str, policy_path: str | None = None, top: int = 8) -> ReportData:
     """Replay ``path`` through the predictor (and the policy's resize rule) and gather the page's data."""
     from retry_bot.predict.sources import load_policy_and_settings
-    from retry_bot.simulate import load_trace, make_allocator, replay_from_policy, simulate
+    from retry_bot.simulate.allocators import make_allocator, replay_from_policy
+    from retry_bot.simulate.replay import simulate
+    from retry_bot.simulate.trace import load_trace
 
     policy, settings = load_policy_and_settings(policy_path)
     jobs = load_trace(path, settings.keys)

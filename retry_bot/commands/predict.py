@@ -36,11 +36,9 @@ def run(args: argparse.Namespace) -> int:
     from retry_bot.predict import extract_key, parse_spack_spec, predict, SpecError, gantry_variables
     from retry_bot.predict.estimator import new_index
     from retry_bot.predict.history import parse_time
-    from retry_bot.predict.sources import (
-        clamp_from_policy, index_from_store, index_from_trace, load_policy_and_settings,
-    )
+    from retry_bot.predict.sources import clamp_from_policy, index_from_store, load_policy_and_settings
     from retry_bot.problems import ConfigError
-    from retry_bot.simulate import TraceError
+    from retry_bot.simulate.trace import TraceError, index_from_trace
     from runner_wrapper.quantity import format_cpu, human_bytes
 
     if not args.job_name and not args.spec and not args.var:
@@ -81,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"retry-bot predict: {exc}", file=sys.stderr)
             return 2
         if not args.at:
-            from retry_bot.simulate import load_trace
+            from retry_bot.simulate.trace import load_trace
 
             jobs = load_trace(args.trace, settings.keys)
             now = max((j.t + j.duration_s for j in jobs), default=now) + 1.0

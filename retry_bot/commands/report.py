@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from retry_bot.report import (
         ReportError, collect_from_store, collect_from_trace, find_chromium, output_format, render_html, render_png,
     )
-    from retry_bot.simulate import TraceError
+    from retry_bot.simulate.trace import TraceError
 
     try:
         fmt = output_format(args.out)

@@ -84,10 +84,10 @@ def _progress_bar(stream):
 def run(args: argparse.Namespace) -> int:
     from retry_bot.predict.sources import load_policy_and_settings
     from retry_bot.problems import ConfigError
-    from retry_bot.simulate import (
-        TraceError, format_metrics, load_trace, make_allocator, replay_from_policy, simulate,
-        write_allocations,
-    )
+    from retry_bot.simulate.allocators import make_allocator, replay_from_policy
+    from retry_bot.simulate.metrics import format_metrics
+    from retry_bot.simulate.replay import simulate
+    from retry_bot.simulate.trace import TraceError, load_trace, write_allocations
     from runner_wrapper.logconfig import get_logger
 
     log = get_logger("retry_bot.simulate")

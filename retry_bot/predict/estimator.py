@@ -10,22 +10,23 @@ Model (all figures in :class:`Allocation.figures`):
 * **Request** (memory and CPU): the weighted mean of the runs' *mean* usage
   times ``memory_request_factor`` / ``cpu_request_factor`` - typical use,
   so nodes are packed by what jobs really use.
-* **Memory limit**: peaks are close to log-normal per key.  With ``mu`` and
-  ``s`` the weighted mean and spread of log(peak) (``s`` shrunk toward
-  ``prior_spread`` where ``n`` is small, times ``sqrt(1 + 1/n)``), the *base*
-  is ``max(exp(mu + limit_z * s), recent max peak)``.  The limit is
-  ``base * exp(m)`` with a margin ``m`` *learned* from history: for every
-  finished run the residual ``log(peak / base)`` against the model as it
-  stood is kept (per trust, fallback level, history length and spread), and
-  ``m`` minimises ``base * exp(m) + K * P(residual > m)``, ``K`` = ``oom_cost``
-  x the fleet's mean peak: a kill costs as much as ``K`` bytes of headroom,
-  so big jobs get thin margins, small ones generous ones, noisy groups what
-  their tails need.  At least ``limit_margin``; never below any peak of the
-  key's more specific levels (or of the job's own untrusted ref) plus that.
+* **Memory limit** ``exp(centre + z x spread)``: the key's centre and predictive spread
+  come from its best centre tracker (:class:`Tracker`: time-decayed means of log peak at
+  several half-lives, each scored on the next run; the winner's RMS error is the spread),
+  else the sample statistics (weighted mean and spread of log peak, shrunk toward
+  ``prior_spread`` where ``n`` is small, times ``sqrt(1 + 1/n)``); a bimodal key
+  (:func:`upper_mode`) is sized for its upper mode with the within-mode spread.  ``z``
+  minimises ``exp(z x spread) + price x P(residual > z)`` over the standardised residuals
+  of past runs of the job's variability class (level, history, spread, bimodal, drifting),
+  ``price`` = ``oom_cost`` x the fleet's mean peak x the OOM-budget feedback, over
+  ``exp(centre)``: a kill costs as much as that many bytes of headroom.  Floors: the recent
+  max peak, the peaks of more specific levels and the job's own ref, x (1 + limit_margin).
+  No limit while the level used has fewer than ``limit_min_runs`` runs.
 * **OOM kills are censored data.** A trusted run killed at ``L`` says only
   "need > L": it never enters the peak statistics, but it puts a floor of
   ``max(L * oom_bump_ratio, L + oom_min_bump_bytes)`` under the limit for
-  ``oom_memory_hours``.  More kill evidence can only raise the limit.
+  ``oom_memory_hours``, until a later run above ``L`` shows the need.  More kill evidence
+  can only raise the limit.
 * **No history**: the job's static size (its own request) or the defaults;
   ``cold_limit`` says what limit: ``none`` (no limit: the job runs under the
   runner's default limit, as without a predictor; its request is the typical
@@ -137,6 +138,52 @@ class _Stats:
     mem_mean: float    # weighted mean of mean memory
     cpu_mean: float | None
     cpu_upper: float | None
+    #: The upper mode of a key whose runs fall in two separate groups (:func:`upper_mode`), else ``None``.
+    top: "Mode | None" = None
+
+
+@dataclass(frozen=True)
+class Mode:
+    """The upper of two modes of a key's log peaks: its mean, the within-mode spread, its runs."""
+
+    mean: float
+    spread: float
+    runs: int
+    low_runs: int
+
+
+def upper_mode(xs: Sequence[float], settings: PredictionSettings = DEFAULT_SETTINGS) -> Mode | None:
+    """The upper mode of log peaks ``xs`` (oldest first) when they fall in two separate groups, else ``None``.
+
+    A bimodal package (a share of its builds need far more: tests, LTO, a parallel link,
+    with nothing in the spec telling which) is sized for its upper mode, with the spread
+    *within* a mode: a log-normal fitted over both modes would put the limit well above the
+    upper one.  Two groups: the widest gap between sorted values is at least
+    ``mode_gap`` times the pooled within-group spread (and 0.2 in log), each side has at least
+    two runs and a quarter of ``mode_min_runs`` runs in all, and the upper group has runs in
+    both the older and the newer half of the window (interleaved: a bimodal key, not a step
+    down, which the trackers follow).
+    """
+    n = len(xs)
+    if settings.mode_gap <= 0 or n < settings.mode_min_runs:
+        return None
+    order = sorted(range(n), key=xs.__getitem__)
+    srt = [xs[i] for i in order]
+    k = max(range(1, n), key=lambda i: srt[i] - srt[i - 1])
+    low, high = srt[:k], srt[k:]
+    if len(low) < 2 or len(high) < 2:
+        return None
+    ml, mh = sum(low) / len(low), sum(high) / len(high)
+    ss = sum((x - ml) ** 2 for x in low) + sum((x - mh) ** 2 for x in high)
+    within = math.sqrt(ss / max(n - 2, 1))
+    gap = srt[k] - srt[k - 1]
+    if gap < max(settings.mode_gap * within, 0.2):
+        return None
+    upper_idx = order[k:]
+    half = n // 2
+    if not (any(i < half for i in upper_idx) and any(i >= half for i in upper_idx)):
+        return None
+    return Mode(mean=mh, spread=within, runs=len(high), low_runs=len(low))
 
 
 def _stats(samples: Sequence[Observation], now: float, settings: PredictionSettings) -> _Stats:
@@ -180,6 +227,7 @@ def _stats(samples: Sequence[Observation], now: float, settings: PredictionSetti
         var *= n / (n - 1)  # unbiased for the effective size
     return _Stats(
         n=n, count=len(samples), mu=mu, spread=math.sqrt(max(var, 0.0)), recent_max=recent_max,
+        top=upper_mode(xs, settings),
         mem_mean=sm / W, cpu_mean=(cs / cw) if cw > 0 else None,
         cpu_upper=(cmax_s / cmax_w) if cmax_w > 0 else None,
     )
@@ -195,6 +243,12 @@ def _level_stats(h: LevelHistory, now: float, settings: PredictionSettings) -> _
 
 
 def _oom_floor(h: LevelHistory | None, now: float, settings: PredictionSettings) -> float:
+    """The floor OOM kills put under the limit: ``max(L x oom_bump_ratio, L + oom_min_bump_bytes)``.
+
+    A kill at ``L`` is censored data ("need > L") and holds only until the need is seen: a
+    later run of the level that peaked above ``L`` (typically the killed job's own successful
+    retry) resolves it, and from then on the model, which has that peak, decides.
+    """
     if h is None or not h.ooms:
         return 0.0
     horizon = settings.oom_memory_hours * HOUR
@@ -202,6 +256,8 @@ def _oom_floor(h: LevelHistory | None, now: float, settings: PredictionSettings)
     for o in h.ooms:
         if now - o.at <= horizon:
             lim = float(o.oom_limit_bytes or 0.0)
+            if any(x.at >= o.at and (x.memory_peak_bytes or 0.0) > lim for x in h.samples):
+                continue
             floor = max(floor, lim * settings.oom_bump_ratio, lim + settings.oom_min_bump_bytes)
     return floor
 
@@ -258,26 +314,115 @@ def _static_bucket(nbytes: float) -> int:
     return int(round(math.log(max(nbytes, 1.0)) / math.log(1.1)))
 
 
-def _group(level: int, st: _Stats) -> int:
+def _group(level: int, st: _Stats, h: LevelHistory | None = None,
+           settings: PredictionSettings = DEFAULT_SETTINGS) -> int:
     """Calibration group: fallback level (exact / near / package-wide), history length, spread."""
     lv = 0 if level == 0 else (1 if level <= 2 else 2)
+    if st.top is not None:  # bimodal keys' residuals (against their upper mode) are a class of their own
+        return 100 + lv
     sp = 0 if st.spread < 0.07 else (1 if st.spread < 0.14 else (2 if st.spread < 0.28 else 3))
-    return (lv * 2 + (1 if st.count >= 8 else 0)) * 4 + sp
+    g = (lv * 2 + (1 if st.count >= 8 else 0)) * 4 + sp
+    tr = h.surprise if h is not None else None
+    if tr is not None:
+        i = tr.best(settings)
+        if i is not None and settings.tracker_half_lives_hours[i] < settings.half_life_hours:
+            return 200 + g  # drifting: a faster tracker than the default predicts it better
+    return g
 
 
-def _base(st: _Stats, settings: PredictionSettings) -> tuple[float, float]:
-    """The uncalibrated limit: max(log-normal upper quantile at ``limit_z``, recent max peak); and the spread."""
+class Tracker:
+    """One key level's centre trackers, each scored on how well it predicted the next run.
+
+    Autopilot's recommender ensemble, reduced to what a CI key needs (``peers.md`` §8: models
+    with different decay rates, the one with the smallest recent loss wins): for each
+    half-life of ``tracker_half_lives_hours`` a time-decayed mean of log(peak), and the
+    decayed mean of its squared one-step-ahead error (each run judged against the means
+    *before* it was added).  A drifting key is followed by a fast tracker, a steady or
+    noisy one by a slow one, a key that changed regime switches as soon as the fast tracker
+    predicts better; the winner's error is the key's *predictive* spread: noise, lag and
+    estimation error together, measured rather than assumed.  O(1) per run and level.
+    """
+
+    __slots__ = ("at", "sw", "sx", "err", "n")
+
+    def __init__(self, k: int) -> None:
+        self.at: float | None = None
+        self.sw = [0.0] * k
+        self.sx = [0.0] * k
+        self.err = [0.0] * k
+        self.n = 0.0
+
+    def update(self, x: float, at: float, settings: PredictionSettings) -> None:
+        """Score every tracker on ``x`` (the log peak of a run known at ``at``), then add it."""
+        hls = settings.tracker_half_lives_hours
+        if self.at is not None:
+            keep = 1.0 - settings.tracker_rate
+            for i in range(len(hls)):
+                e = x - self.sx[i] / self.sw[i]
+                self.err[i] = self.err[i] * keep + e * e
+            self.n = self.n * keep + 1.0
+            dt = max(0.0, at - self.at)
+        else:
+            dt = 0.0
+        for i, hl in enumerate(hls):
+            d = 0.5 ** (dt / (hl * HOUR))
+            self.sw[i] = self.sw[i] * d + 1.0
+            self.sx[i] = self.sx[i] * d + x
+        self.at = at if self.at is None else max(self.at, at)
+
+    def best(self, settings: PredictionSettings) -> int | None:
+        """The tracker with the smallest recent error (``None`` before ``tracker_min_runs`` were scored)."""
+        if self.at is None or self.n < settings.tracker_min_runs:
+            return None
+        return min(range(len(self.err)), key=self.err.__getitem__)
+
+    def centre_scale(self, s_prior: float, settings: PredictionSettings) -> tuple[float, float, int] | None:
+        """``(centre, predictive spread, tracker)``: the best tracker's mean and its RMS error,
+        shrunk toward ``s_prior`` by ``tracker_prior`` runs' worth of weight; ``None`` if none is ready."""
+        i = self.best(settings)
+        if i is None:
+            return None
+        k = settings.tracker_prior
+        scale = math.sqrt((k * s_prior * s_prior + self.err[i]) / (k + self.n))
+        return self.sx[i] / self.sw[i], max(scale, settings.min_spread), i
+
+
+def _track(h: LevelHistory, obs: Observation, settings: PredictionSettings) -> None:
+    """``HistoryIndex.on_sample`` hook: feed a trusted run to the level's trackers."""
+    if not obs.memory_peak_bytes or len(settings.tracker_half_lives_hours) == 0:
+        return
+    if h.surprise is None:
+        h.surprise = Tracker(len(settings.tracker_half_lives_hours))
+    h.surprise.update(math.log(obs.memory_peak_bytes), obs.at, settings)
+
+
+def _centre_scale(h: LevelHistory, st: _Stats, settings: PredictionSettings) -> tuple[float, float, int]:
+    """The level's centre (log bytes) and predictive spread: its best tracker's, else the sample statistics'.
+
+    The third value is the tracker used (``-1``: the sample statistics).
+    """
     s_used = _spread(st, settings)
-    q = math.exp(st.mu + settings.limit_z * s_used)
-    return (max(q, st.recent_max) if settings.recent_max_floor else q), s_used
+    if st.top is not None:  # bimodal: the upper mode, its spread within the mode (estimation included)
+        m = st.top
+        k = settings.prior_weight
+        within = math.sqrt((st.count * max(m.spread, settings.min_spread) ** 2 + k * settings.min_spread ** 2)
+                           / (st.count + k))
+        return m.mean, max(within, settings.min_spread) * math.sqrt(1.0 + 1.0 / m.runs), -2
+    tr = h.surprise
+    if tr is not None:
+        got = tr.centre_scale(s_used, settings)
+        if got is not None:
+            return got
+    return st.mu, s_used, -1
 
 
 def record_calibration(index: HistoryIndex, obs: Observation, trusted: bool,
                        settings: PredictionSettings = DEFAULT_SETTINGS) -> None:
     """``HistoryIndex.on_add`` hook: residual of a finished run against the trusted model as it stood.
 
-    The residual is ``log(peak / base)`` where ``base`` is the uncalibrated
-    limit the model would have given just before this run was recorded.
+    The residual is ``(log peak - centre) / spread`` with the centre and predictive spread
+    the model would have given just before this run was recorded (and the OOM-budget
+    feedback counts the outcome).
     """
     if settings.oom_budget_per_100 > 0:
         index.calibration.note_outcome(obs.is_oom, settings.oom_budget_per_100 / 100.0, settings.oom_budget_gain)
@@ -285,17 +430,31 @@ def record_calibration(index: HistoryIndex, obs: Observation, trusted: bool,
         return
     chosen = _choose(index.levels_for(obs.key), settings)
     if chosen is not None:
-        st = _level_stats(chosen[2], obs.at, settings)
-        base, _ = _base(st, settings)
-        residual = math.log(obs.memory_peak_bytes / base)
-        index.calibration.add(trusted, _group(chosen[0], st), residual)
+        hist = chosen[2]
+        st = _level_stats(hist, obs.at, settings)
+        centre, scale, _ = _centre_scale(hist, st, settings)
+        # the run's standardised residual against the model as it stood
+        index.calibration.add(trusted, _group(chosen[0], st, hist, settings),
+                              (math.log(obs.memory_peak_bytes) - centre) / scale)
 
     if trusted and obs.static_memory_bytes:
         d = index.static_ratios.setdefault(_static_bucket(obs.static_memory_bytes), deque(maxlen=500))
         d.append((obs.memory_peak_bytes / obs.static_memory_bytes,
-                  float(obs.memory_mean_bytes or obs.memory_peak_bytes) / obs.static_memory_bytes))
+                  float(obs.memory_mean_bytes or obs.memory_peak_bytes) / obs.static_memory_bytes,
+                  float(obs.duration_s or 1.0)))
         index.calibration.add(True, _STATIC_GROUP - _static_bucket(obs.static_memory_bytes),
                               math.log(obs.memory_peak_bytes / obs.static_memory_bytes), pool=False)
+
+
+def _typical_ratio(ratios: Sequence[tuple[float, float, float]]) -> float:
+    """Mean memory over static size of past runs, weighted by their run time.
+
+    What a request of ``static x ratio`` would have reserved for them is ``sum(static x ratio
+    x t)``; their use was ``sum(mean x t)``: this ratio makes the two equal (a plain mean of
+    ratios lets a few short runs far above their static size inflate every cold request).
+    """
+    w = sum(r[2] for r in ratios)
+    return sum(r[1] * r[2] for r in ratios) / w if w > 0 else sum(r[1] for r in ratios) / len(ratios)
 
 
 #: Calibration groups below this hold log(peak / static size) per static size bucket.
@@ -305,6 +464,7 @@ _STATIC_GROUP = -1000
 def attach(index: HistoryIndex, settings: PredictionSettings = DEFAULT_SETTINGS) -> HistoryIndex:
     """Make ``index`` learn its calibration as observations arrive (returns it)."""
     index.on_add = lambda idx, obs, trusted: record_calibration(idx, obs, trusted, settings)
+    index.on_sample = lambda h, obs: _track(h, obs, settings)
     return index
 
 
@@ -320,22 +480,30 @@ def _kill_cost_bytes(index: HistoryIndex | None, settings: PredictionSettings, b
     return settings.oom_cost * factor * (unit or base)
 
 
-def _margin(index: HistoryIndex | None, trusted: bool, group: int, settings: PredictionSettings,
-            base: float = 1e9) -> tuple[float, str]:
-    """The log-margin over the base limit: learned from residuals, within [log(1+limit_margin), max_margin]."""
-    lo = math.log1p(settings.limit_margin)
-    hi = math.log(settings.max_margin)
+def _limit_z(index: HistoryIndex | None, trusted: bool, group: int, settings: PredictionSettings,
+             centre: float, scale: float) -> tuple[float, str]:
+    """How many of the job's spreads its limit sits above its centre (``exp(centre)`` is its typical peak).
+
+    Learned from the standardised residuals of past runs (:meth:`Calibration.best_z`) at the
+    price of a kill in units of ``exp(centre)``; before enough exist, ``limit_z`` and the
+    ``limit_margin``.  Never below the centre plus ``limit_margin``, never above ``max_margin``
+    times the uncalibrated ``limit_z`` limit.
+    """
+    lo = math.log1p(settings.limit_margin) / scale
+    hi = settings.limit_z + math.log(settings.max_margin) / scale
+    default = settings.limit_z + math.log1p(settings.limit_margin) / scale
     if index is None:
-        return lo, "default"
-    # price of a kill in units of this job's base limit, in 25 % steps (so margins can be cached)
-    price = max(_kill_cost_bytes(index, settings, base) / max(base, 1.0), 1e-3)
+        return default, "default"
+    typical = math.exp(centre)
+    price = max(_kill_cost_bytes(index, settings, typical) / max(typical, 1.0), 1e-3)
     price = 1.25 ** round(math.log(price) / math.log(1.25))
-    q = index.calibration.best_margin(trusted, group, price, settings.calibration_min)
-    if q is None and not trusted:  # untrusted runs not calibrated yet: use the trusted residuals
-        q = index.calibration.best_margin(True, group, price, settings.calibration_min)
-    if q is None:
-        return lo, "default"
-    return min(max(q, lo), hi), "learned"
+    scale_q = 1.05 ** round(math.log(scale) / math.log(1.05))
+    z = index.calibration.best_z(trusted, group, price, scale_q, settings.calibration_min)
+    if z is None and not trusted:  # untrusted runs not calibrated yet: use the trusted residuals
+        z = index.calibration.best_z(True, group, price, scale_q, settings.calibration_min)
+    if z is None:
+        return default, "default"
+    return min(max(z, lo), hi), "learned"
 
 
 def _ref_floor(ref_levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]], now: float,
@@ -391,7 +559,7 @@ def estimate(
             mlim = None
             if ratios is not None and len(ratios) >= settings.min_samples:
                 # typical use of jobs with this static size, never above the static size
-                scale = min(1.0, (sum(r[1] for r in ratios) / len(ratios)) * settings.memory_request_factor)
+                scale = min(1.0, _typical_ratio(ratios) * settings.memory_request_factor)
                 mreq = mreq * scale
                 figures.update({"static_mean_ratio": round(scale, 4), "static_runs": len(ratios)})
         elif settings.cold_limit == "learned" and ratios is not None and len(ratios) >= settings.min_samples:
@@ -402,7 +570,7 @@ def estimate(
                 True, _STATIC_GROUP - _static_bucket(mreq), price, settings.min_samples)
             q = math.exp(m if m is not None else math.log(settings.cold_limit_factor or 2.0))
             mlim = mreq * q * (1.0 + settings.limit_margin)
-            mreq = mreq * (sum(r[1] for r in ratios) / len(ratios)) * settings.memory_request_factor
+            mreq = mreq * _typical_ratio(ratios) * settings.memory_request_factor
             figures.update({"static_peak_ratio_limit": round(q, 4), "static_runs": len(ratios)})
         elif settings.cold_limit_factor > 0:
             mlim = mreq * settings.cold_limit_factor
@@ -418,9 +586,12 @@ def estimate(
 
     idx, values, hist = chosen
     st = _level_stats(hist, now, settings)
-    base, s_used = _base(st, settings)
-    margin, m_src = _margin(index, trusted, _group(idx, st), settings, base)
-    upper = base * math.exp(margin)
+    s_used = _spread(st, settings)
+    centre, scale, tracker = _centre_scale(hist, st, settings)
+    z, m_src = _limit_z(index, trusted, _group(idx, st, hist, settings), settings, centre, scale)
+    base = math.exp(centre + settings.limit_z * scale)
+    upper = math.exp(centre + z * scale)
+    margin = math.log(upper / base)
     by_max = st.recent_max * (1.0 + settings.limit_margin) if settings.recent_max_floor else 0.0
     # more specific levels with too little history still count: never below what they saw
     specific = 0.0
@@ -430,8 +601,14 @@ def estimate(
         for o in entry[2].samples:
             specific = max(specific, float(o.memory_peak_bytes or 0.0))
     specific *= 1.0 + settings.limit_margin
-    mlim = max(upper, by_max, specific, floor, ref_floor)
-    mreq = min(st.mem_mean * settings.memory_request_factor, mlim)
+    mlim: float | None = max(upper, by_max, specific, floor, ref_floor)
+    if st.count < settings.limit_min_runs:
+        # too few runs of the level used to know its spread: no limit, as without history
+        # (the request is still the typical use); the runner's default limit applies
+        mlim = None
+    mreq = st.mem_mean * settings.memory_request_factor
+    if mlim is not None:
+        mreq = min(mreq, mlim)
     if st.cpu_mean is not None:
         creq = st.cpu_mean * settings.cpu_request_factor
     else:
@@ -446,6 +623,12 @@ def estimate(
         "mean_log_peak_bytes": round(math.exp(st.mu)),
         "spread_observed": round(st.spread, 4),
         "spread_used": round(s_used, 4),
+        "centre_bytes": round(math.exp(centre)),
+        "predictive_spread": round(scale, 4),
+        "tracker_half_life_hours": (settings.tracker_half_lives_hours[tracker] if tracker >= 0
+                                    else settings.half_life_hours),
+        "upper_mode": 1.0 if tracker == -2 else 0.0,
+        "limit_z": round(z, 4),
         "base_limit_bytes": round(base),
         "margin": round(math.exp(margin) - 1.0, 4),
         "margin_learned": 1.0 if m_src == "learned" else 0.0,
@@ -506,7 +689,7 @@ def predict_for_retry(
         return base
     bound = float(max(killed_limits))
     kills = len(killed_limits)
-    need = max(bound * settings.retry_growth ** kills, bound * settings.oom_bump_ratio,
+    need = max(_retry_need(base, bound, kills, settings), bound * settings.oom_bump_ratio,
                bound + settings.oom_min_bump_bytes)
     old_lim = float(base.memory_limit_bytes or bound)
     new_lim = max(old_lim, need)
@@ -517,6 +700,30 @@ def predict_for_retry(
     out = _finish(mreq, new_lim, base.cpu_request_cores, base.cpu_limit_cores, settings, clamp,
                   key=base.key, level=base.level, samples=base.samples, source="retry", figures=figures)
     return out
+
+
+def _retry_need(base: Allocation, bound: float, kills: int, settings: PredictionSettings) -> float:
+    """What a job killed ``kills`` times, at most at ``bound``, needs: the model's conditional quantile.
+
+    With the key's centre ``c`` and predictive spread ``s`` (log-normal), all the kill says is
+    ``peak > bound``: the retry gets the limit its peak exceeds with probability ``retry_miss``
+    *given* that (``P(X > x | X > bound) = retry_miss``): a job killed far out in its key's tail
+    gets little more, one killed at a thin margin (a big job) what its key's spread says.
+    Without a model of the key (no history, or the kill far beyond anything it predicts):
+    ``bound x retry_growth ** kills``.
+    """
+    c = base.figures.get("centre_bytes") if base.source == "history" else None
+    sp = base.figures.get("predictive_spread")
+    fallback = bound * settings.retry_growth ** kills
+    if not c or not sp or settings.retry_miss <= 0:
+        return fallback
+    u_l = (math.log(bound) - math.log(c)) / sp
+    tail = 0.5 * math.erfc(u_l / math.sqrt(2.0)) * settings.retry_miss
+    if tail < 1e-12:
+        return fallback
+    from statistics import NormalDist
+
+    return math.exp(math.log(c) + NormalDist().inv_cdf(1.0 - tail) * sp)
 
 
 def resize_prediction(

@@ -57,23 +57,26 @@ class Observation:
 class LevelHistory:
     """Samples and OOM bounds of one level value (e.g. ``package=hdf5 version=1.14.3``)."""
 
-    __slots__ = ("samples", "ooms", "cache")
+    __slots__ = ("samples", "ooms", "cache", "surprise")
 
     def __init__(self, max_samples: int):
         self.samples: deque[Observation] = deque(maxlen=max_samples)
         self.ooms: deque[Observation] = deque(maxlen=max_samples)
         #: Statistics of ``samples`` computed by the estimator (dropped when a sample is added).
         self.cache: Any = None
+        #: The estimator's online centre trackers of this level value
+        #: (:class:`retry_bot.predict.estimator.Tracker`), ``None`` before its first sample.
+        self.surprise: Any = None
 
 
 class Calibration:
     """Residuals of past predictions, to learn how wide the limit must be.
 
-    For each run that finished, the residual ``log(peak / base)`` against the
-    trusted model *as it stood just before the run was recorded* is kept, per
-    group (trusted / untrusted run; fallback level, history length and spread
-    bucket, see the estimator).  :meth:`best_margin` turns a group's residuals
-    into the margin that balances headroom against OOM kills: the margin is
+    For each run that finished, the standardised residual ``(log peak - centre) / spread``
+    against the trusted model *as it stood just before the run was recorded* is kept, per
+    group (trusted / untrusted run; the variability class, see the estimator).
+    :meth:`best_z` turns a group's residuals into the limit that balances headroom
+    against OOM kills: it is
     learned from how surprising builds have really been, not fitted to one
     farm.  Bounded buffers; each value is clipped, so one run (or one pull
     request) moves a margin by at most one rank.
@@ -111,6 +114,36 @@ class Calibration:
             self._adds_to[group] = self._adds_to.get(group, 0) + 1
             if self._adds_to[group] % (20 if len(fifo) < 400 else 200) == 0 or len(fifo) < 20:
                 self._version[group] = self._version.get(group, 0) + 1
+
+    def best_z(self, trusted: bool, level: int, price: float, scale: float, min_count: int) -> float | None:
+        """The standardised limit z minimising ``exp(z * scale) + price * P(residual > z)`` (cached).
+
+        The group holds standardised residuals ``(log peak - centre) / spread`` of past runs;
+        ``scale`` is the job's own spread and ``price`` the cost of a kill in units of its
+        centre: a steady key (small spread) or a large job gets a z its tail allows, a noisy
+        key or a small job a wider one (the Lagrangian of the OOM budget, per job).
+        """
+        for group in ((trusted, level), (trusted, -1)) if level >= 0 else ((trusted, level),):
+            srt = self._sorted.get(group)
+            if not srt or len(srt) < min_count:
+                continue
+            ck = (group, price, scale)
+            cached = self._cache.get(ck)
+            if cached is not None and cached[0] == self._version.get(group, 0):
+                return cached[1]
+            n = len(srt)
+            best, best_z = math.inf, srt[-1]
+            exp = math.exp
+            for k in range(int(n * 0.5), n):
+                z = srt[k]
+                cost = exp(z * scale) + price * (n - 1 - k) / n
+                if cost < best:
+                    best, best_z = cost, z
+            if len(self._cache) > 200_000:
+                self._cache.clear()
+            self._cache[ck] = (self._version.get(group, 0), best_z)
+            return best_z
+        return None
 
     def best_margin(self, trusted: bool, level: int, price: float, min_count: int) -> float | None:
         """The log-margin m minimising ``exp(m) + price * P(residual > m)`` (cached per group).
@@ -189,12 +222,15 @@ class HistoryIndex:
         #: The last trusted peaks of the whole fleet (their mean is the unit of ``oom_cost``).
         self._fleet: deque[float] = deque(maxlen=2000)
         self._fleet_sum = 0.0
-        #: Trusted runs' (peak / static request, mean / static request), per static size: how
+        #: Trusted runs' (peak / static request, mean / static request, run time), per static size: how
         #: hand-made sizes relate to real use, for jobs without any history of their own.
-        self.static_ratios: dict[int, deque[tuple[float, float]]] = {}
+        self.static_ratios: dict[int, deque[tuple[float, float, float]]] = {}
         #: Optional hook ``(obs, trusted) -> None`` called before an observation is stored
         #: (the estimator uses it to record calibration residuals).
         self.on_add: Any = None
+        #: Optional hook ``(level history, obs) -> None`` called for each level a trusted
+        #: sample is stored under, before it is (the estimator's centre trackers).
+        self.on_sample: Any = None
         self.count = 0
 
     def add(self, obs: Observation, trusted: bool = True) -> None:
@@ -235,6 +271,8 @@ class HistoryIndex:
             if obs.is_oom:
                 h.ooms.append(obs)
             else:
+                if trusted and self.on_sample is not None:
+                    self.on_sample(h, obs)
                 h.samples.append(obs)
                 h.cache = None
 

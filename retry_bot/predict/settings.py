@@ -83,13 +83,33 @@ class PredictionSettings:
     prior_weight: float = 4.0
     #: Floor of the observed spread (no build is perfectly reproducible).
     min_spread: float = 0.03
+    #: Centre trackers per key level: time-decayed means of log(peak) with these half-lives,
+    #: each scored on its one-step-ahead error (decayed by tracker_rate per run); once
+    #: tracker_min_runs were scored, the best one gives the key's centre and its RMS error the
+    #: key's predictive spread (shrunk toward the sample spread by tracker_prior runs' worth).
+    #: Empty: off (the sample statistics alone).
+    tracker_half_lives_hours: tuple[float, ...] = (24.0, 72.0, 168.0, 672.0)
+    tracker_rate: float = 0.1
+    tracker_min_runs: float = 3.0
+    tracker_prior: float = 3.0
+    #: Bimodal keys: with at least mode_min_runs runs whose sorted log peaks have a gap of at
+    #: least mode_gap within-mode spreads (interleaved in time), the limit covers the upper
+    #: mode with the spread within a mode (0: off).
+    mode_gap: float = 4.0
+    mode_min_runs: int = 8
+    #: A job whose level used has fewer trusted runs than this gets no memory limit (as a job
+    #: without history: the runner's default limit applies); its request is still predicted.
+    limit_min_runs: int = 5
     #: After an OOM kill at limit L, the need is > L: the next limit is at least
     #: max(L x oom_bump_ratio, L + oom_min_bump_bytes) (VPA's rule), remembered this long.
     oom_bump_ratio: float = 1.2
     oom_min_bump_bytes: int = 100 * MIB
     oom_memory_hours: float = 336.0
-    #: The predictor's view for a retry after kills at L: at least L x this ** kills.
+    #: The predictor's view for a retry after kills at L: the limit the key's peaks exceed with
+    #: probability retry_miss given that they exceed L (its centre and spread); without a model
+    #: of the key, L x retry_growth ** kills.  Never below the OOM bump above.
     retry_growth: float = 2.0
+    retry_miss: float = 0.01
     #: CPU request = decayed mean CPU usage x this.
     cpu_request_factor: float = 1.05
     #: CPU limit = decayed upper CPU usage x this; 0 disables CPU limits.
@@ -147,10 +167,17 @@ _NUMERIC: dict[str, tuple[type, float, float]] = {
     "prior_spread": (float, 0.0, 5.0),
     "prior_weight": (float, 0.0, 1000.0),
     "min_spread": (float, 0.0, 5.0),
+    "tracker_rate": (float, 0.001, 1.0),
+    "tracker_min_runs": (float, 0.0, 1000.0),
+    "tracker_prior": (float, 0.0, 1000.0),
+    "mode_gap": (float, 0.0, 100.0),
+    "mode_min_runs": (int, 4, 10_000),
+    "limit_min_runs": (int, 0, 10_000),
     "oom_bump_ratio": (float, 1.0, 10.0),
     "oom_min_bump_bytes": (int, 0, 2**50),
     "oom_memory_hours": (float, 0.0, 1e6),
     "retry_growth": (float, 1.0, 10.0),
+    "retry_miss": (float, 0.0, 1.0),
     "cpu_request_factor": (float, 0.1, 10.0),
     "cpu_limit_factor": (float, 0.0, 100.0),
     "default_memory_request_bytes": (int, 1, 2**50),
@@ -214,6 +241,14 @@ def parse_prediction_settings(
                 problem(key, f"must be one of {', '.join(map(repr, _CHOICES[key]))}, not {raw!r}")
             else:
                 values[key] = raw
+            continue
+        if key == "tracker_half_lives_hours":
+            if (not isinstance(raw, list) or len(raw) > 8
+                    or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                               and 0.1 <= x <= 1e5 for x in raw)):
+                problem(key, "must be a list of at most 8 half-lives in hours, each between 0.1 and 100000")
+            else:
+                values[key] = tuple(float(x) for x in raw)
             continue
         if key == "trusted_refs":
             if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):

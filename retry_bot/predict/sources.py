@@ -1,4 +1,6 @@
-"""Edges that fill a :class:`HistoryIndex`: the state store, a benchmark trace, and the policy file.
+"""Edges that fill a :class:`HistoryIndex`: the state store and the policy file.
+
+(A benchmark trace: :func:`retry_bot.simulate.trace.index_from_trace`.)
 
 These are the only places in :mod:`retry_bot.predict` that do I/O.
 """
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from retry_bot.policy import Policy
     from retry_bot.state import Store
 
-__all__ = ["index_from_store", "index_from_rows", "index_from_trace", "load_policy_and_settings",
+__all__ = ["index_from_store", "index_from_rows", "load_policy_and_settings",
            "settings_from_policy", "clamp_from_policy"]
 
 
@@ -99,29 +101,6 @@ def index_from_store(store: Store, settings: PredictionSettings = DEFAULT_SETTIN
                      since: str | None = None) -> HistoryIndex:
     """Build an index from a :class:`retry_bot.state.Store` (``usage_records``)."""
     return index_from_rows(store.usage_records(since=since), settings)
-
-
-def index_from_trace(path: str, settings: PredictionSettings = DEFAULT_SETTINGS,
-                     until: float | None = None) -> HistoryIndex:
-    """Build an index from a benchmark trace: every job as it ran under its static size (no limit).
-
-    With ``until`` (POSIX seconds), only jobs that finished before it.
-    """
-    from retry_bot.simulate import load_trace
-
-    index = new_index(settings)
-    obs: list[tuple[Observation, bool]] = []
-    for job in load_trace(path, settings.keys):
-        end = job.t + job.duration_s
-        if until is not None and end >= until:
-            continue
-        obs.append((Observation(key=job.key, at=end, memory_peak_bytes=job.memory_peak_bytes,
-                                memory_mean_bytes=job.memory_mean_bytes, cpu_mean_cores=job.cpu_mean_cores,
-                                cpu_max_cores=job.cpu_max_cores, duration_s=job.duration_s, job_id=job.job_id,
-                                ref=job.ref, static_memory_bytes=job.static.memory_request_bytes),
-                    settings.trusts(job.ref)))
-    index.extend(obs)
-    return index
 
 
 def load_policy_and_settings(path: str | None) -> tuple[Policy, PredictionSettings]:

@@ -173,9 +173,6 @@ def _core_cycles(imports: list[ImportStmt]) -> list[list[str]]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="retry_bot.predict.sources <-> retry_bot.simulate (policy -> predict -> "
-                   "simulate -> policy): split of simulate.py in progress (issue 14 point 4); drop this "
-                   "marker when it lands")
 def test_core_modules_form_no_import_cycle() -> None:
     cycles = _core_cycles(all_imports())
     assert not cycles, "import cycles through core modules:\n" + "\n".join(" <-> ".join(c) for c in cycles)

@@ -9,10 +9,11 @@ import pytest
 
 from retry_bot.predict.estimator import StaticSize
 from retry_bot.predict.keys import JobKey
-from retry_bot.simulate import (
-    GANTRY_STEPS, AttemptAlloc, DecayingHistogram, GantryAllocator, GantryMatch, PolicyReplay, TraceJob,
-    VpaAllocator, gantry_variants,
+from retry_bot.simulate.allocators import PolicyReplay
+from retry_bot.simulate.baselines import (
+    GANTRY_STEPS, DecayingHistogram, GantryAllocator, GantryMatch, VpaAllocator, gantry_variants,
 )
+from retry_bot.simulate.trace import AttemptAlloc, TraceJob
 
 GB = 1_000_000_000
 MIB = 1024 * 1024

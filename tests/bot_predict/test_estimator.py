@@ -137,9 +137,11 @@ def test_short_or_noisy_history_widens_the_margin():
     steady = [2e9] * 20
     noisy = [2e9 * f for f in (0.7, 1.3) * 10]
     a = predict(_index(steady), KEY, 30 * HOUR)
-    b = predict(_index(steady[:3]), KEY, 30 * HOUR)
+    b = predict(_index(steady[:DEFAULT_SETTINGS.limit_min_runs]), KEY, 30 * HOUR)
     c = predict(_index(noisy), KEY, 30 * HOUR)
     assert b.memory_limit_bytes > a.memory_limit_bytes
+    # shorter still: too few runs to know the key's spread, no limit (as without history)
+    assert predict(_index(steady[:DEFAULT_SETTINGS.limit_min_runs - 1]), KEY, 30 * HOUR).memory_limit_bytes is None
     assert c.memory_limit_bytes / 2.6e9 > a.memory_limit_bytes / 2e9
 
 

@@ -12,7 +12,9 @@ import pytest
 
 from retry_bot.predict.history import Calibration
 from retry_bot.predict.settings import DEFAULT_SETTINGS, parse_prediction_settings
-from retry_bot.simulate import PolicyReplay, load_trace, make_allocator, simulate
+from retry_bot.simulate.allocators import PolicyReplay, make_allocator
+from retry_bot.simulate.replay import simulate
+from retry_bot.simulate.trace import load_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import tracegen  # noqa: E402

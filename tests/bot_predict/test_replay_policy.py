@@ -115,7 +115,7 @@ def test_a_retry_that_fits_succeeds(tmp_path, capsys):
 def test_caps_come_from_one_function_for_serve_bot_and_replay():
     from retry_bot.policy import parse_policy
     from retry_bot.predict.sources import clamp_from_policy
-    from retry_bot.simulate import PolicyReplay
+    from retry_bot.simulate.allocators import PolicyReplay
 
     pol = parse_policy(BASE.format(max_attempts=6, budget=3, max_memory="96Gi", beyond_top="cap",
                                    last_attempt="bump") + LADDER)

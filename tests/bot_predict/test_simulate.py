@@ -17,9 +17,10 @@ from dataclasses import replace
 from retry_bot.predict.settings import DEFAULT_SETTINGS
 
 from retry_bot.cli import main as cli_main
-from retry_bot.simulate import (
-    BASELINES, AttemptAlloc, PolicyReplay, compute_metrics, load_trace, make_allocator, simulate,
-)
+from retry_bot.simulate.allocators import BASELINES, PolicyReplay, make_allocator
+from retry_bot.simulate.metrics import compute_metrics
+from retry_bot.simulate.replay import simulate
+from retry_bot.simulate.trace import AttemptAlloc, load_trace
 from tests.bot_predict.conftest import make_records, write_trace
 
 # shared/ sits beside the repository (a clone in CI, /work/main here); RIGHTSIZER_BENCH_DIR overrides.
@@ -161,7 +162,7 @@ def test_cli_writes_a_valid_allocation_file(tmp_path, capsys):
 
 
 def test_cli_text_summary_explains_every_label(tmp_path, capsys):
-    from retry_bot.simulate import METRIC_ORDER
+    from retry_bot.simulate.metrics import METRIC_ORDER
 
     path = write_trace(tmp_path / "a.jsonl", make_records(30, seed=3))
     assert cli_main(["simulate", "--trace", str(path), "--no-progress"]) == 0
