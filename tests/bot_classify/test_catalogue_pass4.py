@@ -75,6 +75,15 @@ POSITIVE = [
      "oom", "docker-build-step-child-killed", Action.RESIZE, {}),
     (b"#6 [linux/arm64 3/4] RUN make -C native release\n#6 611.2 make: *** [Makefile:40: release] Error 2\n"
      b"#6 611.3 go: gcc: exit status 137\n", "oom", "docker-build-step-sigkill", Action.RESIZE, {}),
+    # other conventions for a SIGKILLed child (weak, generic): negative statuses, macOS and zsh, qemu-user
+    (b"./build.sh: line 12:  4242 Killed: 9               ./bin/indexer --full\n", "oom", "make-killed", Action.RESIZE, {}),
+    (b"zsh: killed     cargo build --release\n", "oom", "make-killed", Action.RESIZE, {}),
+    (b"subprocess.CalledProcessError: Command '['ninja', '-C', 'out']' returned non-zero exit status -9.\n",
+     "oom", "make-killed", Action.RESIZE, {}),
+    (b"qemu: uncaught target signal 9 (Killed) - core dumped\n", "oom", "make-killed", Action.RESIZE, {}),
+    (b"#9 [linux/arm64 4/5] RUN cargo build --release\n#9 611.0 qemu: uncaught target signal 9 (Killed) - core dumped\n"
+     b"#9 ERROR: process \"/bin/sh -c cargo build --release\" did not complete successfully: exit code: 101\n",
+     "oom", "docker-build-step-child-killed", Action.RESIZE, {}),
     # --- registries: credentials (config), outages (retry), gone repositories (config)
     (b"[ERROR] Failed to execute goal org.apache.maven.plugins:maven-deploy-plugin:3.1.1:deploy (default-deploy) on "
      b"project billing: Failed to deploy artifacts: Could not transfer artifact com.example:billing:jar:2.4.0 from/to "
@@ -219,6 +228,10 @@ NEAR_MISSES = [
      "build_error", {}),
     # buildkit progress with a child's ordinary failure
     (b"#6 211.3 go: gcc: exit status 1\n", "docker-build-step-sigkill", None, {}),
+    # neighbours of -9 and of 'Killed: 9', and qemu's other signals
+    (b"Process finished with exit code -90\n", "make-killed", None, {}),
+    (b"Killed: 95 stale sessions\n", "make-killed", None, {}),
+    (b"qemu: uncaught target signal 11 (Segmentation fault) - core dumped\n", "make-killed", None, {}),
     # a Maven transfer that broke on the network stays a network error; twine's 5xx is not a credentials problem
     (b"[ERROR] Failed to deploy artifacts: Could not transfer artifact a:b:jar:1 from/to r (https://r.example/): "
      b"Connection reset\n", "package-registry-auth", "infrastructure", {}),
