@@ -109,6 +109,10 @@ POSITIVE = [
      b"from server: Forbidden\n", "config_error", "package-repository-gone", Action.NONE, {}),
     (b"      > Could not GET 'https://maven.example.org/releases/a/b/1.0/b-1.0.pom'. Received status code 410 from "
      b"server: Gone\n", "config_error", "package-repository-gone", Action.NONE, {}),
+    (b"[ERROR] Failed to execute goal on project web: Could not resolve dependencies for project a:web:war:1.0: "
+     b"Could not transfer artifact org.x:y:jar:2.1 from/to bintray-x (https://dl.bintray.com/x/maven/): "
+     b"Transfer failed for https://dl.bintray.com/x/maven/org/x/y/2.1/y-2.1.jar 502 Bad Gateway\n",
+     "config_error", "package-repository-gone", Action.NONE, {}),
     # --- CI systems
     (b"##[error]The job running on runner ci-linux-04 has exceeded the maximum execution time of 2h30m0s.\n",
      "timeout", "ci-system-timeout", Action.NONE, {}),
@@ -294,6 +298,17 @@ def test_fourth_pass_near_misses(taxonomy, trace, rule, family, extra):
     assert v.rule != rule, v.evidence
     if family is not None:
         assert v.family.value == family, (v.rule, v.evidence)
+
+
+def test_a_service_containers_enomem_is_the_services(taxonomy):
+    """GitLab Runner's dump of a failed service's log carries the service's own ENOMEM: not the job's memory."""
+    trace = (b"*** WARNING: Service runner-x-project-1-concurrent-0-es-0 probably didn't start properly.\n"
+             b"Service container logs:\n"
+             b"2025-01-01T00:00:00Z OpenJDK 64-Bit Server VM warning: INFO: os::commit_memory(0x00000000c5330000, "
+             b"1020067840, 0) failed; error='Cannot allocate memory' (errno=12)\n$ pytest -q\n")
+    v, action = decided(trace, taxonomy)
+    assert (v.family.value, v.rule) == ("build_error", "service-container-own-oom"), v.evidence
+    assert action != Action.RESIZE
 
 
 # ------------------------------------------------------------------ traps stay right
