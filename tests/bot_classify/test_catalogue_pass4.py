@@ -205,6 +205,29 @@ POSITIVE = [
     (b"sccache: error: Timed out waiting for server startup. Maybe the remote service is unreachable?\n",
      "infrastructure", "network-error", Action.RETRY, {}),
     (b"** ARCHIVE FAILED **\n\nThe following build commands failed:\n", "build_error", "build-tool-failed", Action.NONE, {}),
+    # --- probes of common CI failures the catalogue still missed
+    (b"signal: killed\nFAIL\tgithub.com/acme/search/index\t301.442s\n", "oom", "go-test-binary-killed", Action.RESIZE, {}),
+    (b"#\n# There is insufficient memory for the Java Runtime Environment to continue.\n"
+     b"# Native memory allocation (malloc) failed to allocate 1048576 bytes for AllocateHeap\n",
+     "oom", "errno-enomem", Action.RESIZE, {}),
+    (b"Error: YAML parse error on web/templates/deployment.yaml: error converting YAML to JSON: yaml: line 8: "
+     b"did not find expected key\n", "config_error", "deploy-tool-refused", Action.NONE, {}),
+    (b"Error response from daemon: Get \"https://quay.io/v2/\": context deadline exceeded\n",
+     "infrastructure", "network-timeout", Action.RETRY, {}),
+    (b"npm ERR! enoent Could not read package.json: Error: ENOENT: no such file or directory, open "
+     b"'/builds/acme/web/package.json'\n", "config_error", "file-not-found", Action.NONE, {}),
+    (b"src/router.ts:44:7 - error TS2322: Type 'string' is not assignable to type 'number'.\n",
+     "build_error", "compile-error", Action.NONE, {}),
+    (b"    expect(jest.fn()).toHaveBeenCalledTimes(expected)\n\n    Expected number of calls: 1\n",
+     "build_error", "test-failure", Action.NONE, {}),
+    (b">       assert resp.status_code == 200\nE       assert 404 == 200\n", "build_error", "test-failure", Action.NONE, {}),
+    (b"FAIL Required test coverage of 85% not reached. Total coverage: 80.02%\n", "build_error",
+     "lint-or-format-failed", Action.NONE, {}),
+    (b"ERROR: Coverage for branches (61.5%) does not meet global threshold (70%)\n", "build_error",
+     "lint-or-format-failed", Action.NONE, {}),
+    (b'Jest: "global" coverage threshold for statements (90%) not met: 88.4%\n', "build_error",
+     "lint-or-format-failed", Action.NONE, {}),
+    (b"##[error]The action has timed out.\n", "timeout", "ci-system-timeout", Action.NONE, {}),
 ]
 
 
@@ -289,6 +312,11 @@ NEAR_MISSES = [
      "network-error", None, {}),
     (b"warning: spurious-retry is disabled\n", "package-registry-5xx", None, {}),
     (b"** BUILD SUCCEEDED **\n", "build-tool-failed", None, {}),
+    # a test's own message that quotes a killed child inline is not go test's report of its binary
+    (b"    runner_test.go:41: want error, got: signal: killed\n", "go-test-binary-killed", None, {}),
+    # apt's error lines are not pytest's failure lines; pytest-cov's success line is not a gate failure
+    (b"E: Unable to locate package libfoo-dev\n", "test-failure", None, {}),
+    (b"Required test coverage of 80% reached. Total coverage: 85.00%\n", "lint-or-format-failed", None, {}),
 ]
 
 
