@@ -119,6 +119,7 @@ POSITIVE = [
     (b"2025-01-10T09:12:01.1234567Z ok 812 - parser handles nested quotes\n"
      b"2025-01-10T15:00:02.7654321Z ##[error]The operation was canceled.\n",
      "timeout", "github-job-canceled-by-limit", Action.NONE, {}),
+    (b"Error: The operation was canceled.\n", "timeout", "github-job-canceled-by-limit", Action.NONE, {}),
     (b"No runner matching the specified labels was found: self-hosted, linux, gpu-a100.\n",
      "config_error", "gitlab-job-stuck-no-runner", Action.NONE, {}),
     (b"Requested labels: self-hosted, arm64\nJob defined at: acme/api/.github/workflows/ci.yml@refs/heads/main\n"
