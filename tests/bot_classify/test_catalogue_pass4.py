@@ -229,6 +229,22 @@ POSITIVE = [
     (b'Jest: "global" coverage threshold for statements (90%) not met: 88.4%\n', "build_error",
      "lint-or-format-failed", Action.NONE, {}),
     (b"##[error]The action has timed out.\n", "timeout", "ci-system-timeout", Action.NONE, {}),
+    # --- a second probe: V8's OOM report, sbt, containerd's CRI, .NET's HTTP client, Azure, Maven via GitHub, Jest, npm 7+
+    (b"<--- Last few GCs --->\n\n[28:0x6b]    91234 ms: Scavenge 2040.1 (2077.9) -> 2039.8 (2078.1) MB, 4.1 / 0.0 ms\n",
+     "oom", "runtime-heap-exhausted", Action.RESIZE, {}),
+    (b"[error] sbt.ForkMain 55123 failed with exit code 137\n", "oom", "make-killed", Action.RESIZE, {}),
+    (b"ERROR: Job failed: image pull failed: rpc error: code = NotFound desc = failed to pull and unpack image "
+     b"\"registry.example.com/acme/buidler:1.4\": failed to resolve reference: not found\n",
+     "config_error", "image-pull-not-found", Action.NONE, {"failure_reason": "runner_system_failure"}),
+    (b"Error: Response status code does not indicate success: 502 (Bad Gateway).\n", "infrastructure", "http-5xx",
+     Action.RETRY, {}),
+    (b"##[error]We stopped hearing from agent Azure Pipelines 3. Verify the agent machine is running and has a "
+     b"healthy network connection.\n", "infrastructure", "runner-shutdown", Action.RETRY, {}),
+    (b"Error:  /home/runner/work/app/src/main/java/a/B.java:[33,17] cannot find symbol\n", "build_error",
+     "compile-error", Action.NONE, {}),
+    (b"Test Suites: 2 failed, 14 passed, 16 total\n", "build_error", "test-failure", Action.NONE, {}),
+    (b"npm error Lifecycle script `build` failed with error:\nnpm error code 2\n", "build_error", "build-tool-failed",
+     Action.NONE, {}),
 ]
 
 
@@ -318,6 +334,9 @@ NEAR_MISSES = [
     # apt's error lines are not pytest's failure lines; pytest-cov's success line is not a gate failure
     (b"E: Unable to locate package libfoo-dev\n", "test-failure", None, {}),
     (b"Required test coverage of 80% reached. Total coverage: 85.00%\n", "lint-or-format-failed", None, {}),
+    (b"Test Suites: 16 passed, 16 total\n", "test-failure", None, {}),
+    (b"[error] sbt.ForkMain 55123 failed with exit code 1\n", "make-killed", None, {}),
+    (b"Error: Response status code does not indicate success: 404 (Not Found).\n", "http-5xx", None, {}),
 ]
 
 
