@@ -371,6 +371,12 @@ def test_a_service_containers_enomem_is_the_services(taxonomy):
     b"HTTP/1.1 500\nContent-Type: application/json\n\n{\n  \"timestamp\": \"2025-01-01T00:00:00.000+0000\",\n"
     b"  \"status\": 500,\n  \"error\": \"Internal Server Error\",\n  \"message\": \"Java heap space\",\n"
     b"  \"path\": \"/api/reports\"\n}\n",
+    # a Go test about ENOMEM that failed: its 'cannot allocate memory' is the test's subject
+    b"=== RUN   TestMmapReportsENOMEM\n    mmap_test.go:31: want EAGAIN, got: cannot allocate memory\n"
+    b"--- FAIL: TestMmapReportsENOMEM (0.00s)\nFAIL\tacme/mem\t0.012s\n",
+    # pytest's summary of a test named after OOM whose output quotes an ENOMEM
+    b"E       OSError: [Errno 12] Cannot allocate memory\n"
+    b"FAILED tests/test_limits.py::test_oom_guard_rejects_huge_buffer - OSError: [Errno 12] Cannot allocate memory\n",
 ])
 def test_fourth_pass_traps_are_never_resized(taxonomy, trace):
     v, action = decided(trace, taxonomy)
