@@ -49,6 +49,8 @@ TUNING = tomllib.loads((DATA / "tuning.toml").read_text("utf-8"))["case"]
 HELDOUT_A = tomllib.loads((DATA / "heldout-a.toml").read_text("utf-8"))["case"]
 HELDOUT = tomllib.loads((DATA / "heldout-b.toml").read_text("utf-8"))["case"]
 HELDOUT_C = tomllib.loads((DATA / "heldout-c.toml").read_text("utf-8"))["case"]
+HELDOUT_D = tomllib.loads((DATA / "heldout-d.toml").read_text("utf-8"))["case"]
+HELDOUT_E = tomllib.loads((DATA / "heldout-e.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -66,6 +68,17 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
     assert not {c["source"] for c in HELDOUT_A + HELDOUT} & {c["source"] for c in CASES}
     assert not {c["source"] for c in HELDOUT} & {c["source"] for c in TUNING + HELDOUT_A}
     assert not {c["source"] for c in HELDOUT_C} & {c["source"] for c in CASES + TUNING + HELDOUT_A + HELDOUT}
+    # D and E (each collected blind, after the splits before it were read) reuse no thread or excerpt
+    earlier = CASES + TUNING + HELDOUT_A + HELDOUT + HELDOUT_C
+    for later in (HELDOUT_D, HELDOUT_E):
+        assert len(later) >= 90
+        for c in later:
+            assert c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
+            assert c["family"] in FAMILIES, c["id"]
+        assert not {c["id"] for c in later} & {c["id"] for c in earlier}
+        assert not {" ".join(c["excerpt"].split()) for c in later} & {" ".join(c["excerpt"].split()) for c in earlier}
+        assert not {c["source"] for c in later} & {c["source"] for c in earlier}
+        earlier = earlier + later
 
 
 def test_tuning_split_family_accuracy(taxonomy):
@@ -92,13 +105,16 @@ def test_score_script_runs_on_every_split(capsys):
         sys.argv = argv
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c"):
+    for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e"):
         assert out.count(split) >= 1 and "right" in out
 
 
 #: Right-decision floors per split (all tuning data now): a later rule must not quietly give back
 #: what the general pass reached (docs/taxonomy.md, "Evaluation set", has the measured figures).
-DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95}
+#: Held-out D became tuning data after it was scored once at 5c6641f (83.5 %); the fourth pass
+#: reached 97/97 on it; its floor leaves room to trade one case.
+DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
+                   "heldout-d": 0.97}
 
 
 def test_every_split_keeps_its_decision_floor(taxonomy):
