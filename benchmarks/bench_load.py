@@ -55,7 +55,7 @@ class SimClock:
 
 
 def _standin(clock=None):
-    from retry_bot.gitlab.standin import StandIn
+    from standin.gitlab import StandIn
     from tests.bot_live.farm import TOKEN
 
     s = StandIn(token=TOKEN, **({"clock": clock} if clock is not None else {}))
@@ -119,7 +119,7 @@ def _retries_by_bot(standin) -> collections.Counter:
 
 def burst(n: int, latency_ms: float, budget: int = 0) -> tuple[float, int, int, list]:
     """Seconds until every one of ``n`` failed jobs is decided and retried; (seconds, decided, retried, calls)."""
-    from retry_bot.gitlab.standin.faults import Fault
+    from standin.gitlab.faults import Fault
 
     standin = _standin()
     try:
@@ -198,7 +198,7 @@ def outage(minutes: int, rate: int, recovery: int, brake: bool) -> dict:
 
 def lost_under_429(n: int, share: float) -> tuple[int, int, int, float]:
     """(actions decided, actions done, actions lost, seconds) with ``share`` of calls answered 429."""
-    from retry_bot.gitlab.standin.faults import Fault
+    from standin.gitlab.faults import Fault
 
     standin = _standin()
     try:

@@ -57,7 +57,7 @@ def main() -> int:
     args = ap.parse_args()
     configure_logging("json", "error")
 
-    from retry_bot.gitlab.standin.hooks import HookSender
+    from standin.gitlab.hooks import HookSender
     from tests.bot_live.farm import Farm, compile_error, make_bot
 
     names = [f"bench/p{i:03d}" for i in range(args.projects)]

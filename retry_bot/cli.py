@@ -23,8 +23,8 @@ def plain_text(text: str | None) -> str | None:
 
     The sub-commands' descriptions are their module docstrings (reST, for the API docs).
 
-    >>> plain_text("Reads ``--config`` (see :func:`retry_bot.daemon.serve`)::")
-    'Reads --config (see retry_bot.daemon.serve):'
+    >>> plain_text("Reads ``--config`` (see :func:`retry_bot.live.daemon.serve`)::")
+    'Reads --config (see retry_bot.live.daemon.serve):'
     """
     if not text:
         return text

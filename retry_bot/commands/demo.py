@@ -33,13 +33,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--verbose", action="store_true", help="also show the bot's structured logs on stderr")
     p.add_argument("--serve", action="store_true",
                    help="afterwards keep the stand-in and its runners up for a fault drill, with the control "
-                        "endpoint of python -m retry_bot.gitlab.standin, until Ctrl-C (implies --keep; "
+                        "endpoint of python -m standin.gitlab, until Ctrl-C (implies --keep; "
                         "docs/standin.md)")
     p.set_defaults(func=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from retry_bot.demo import run_demo
+    from standin.demo import run_demo
     from runner_wrapper.logconfig import configure_logging
 
     if not args.verbose:

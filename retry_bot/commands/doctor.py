@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 if TYPE_CHECKING:
-    from retry_bot.config import BotConfig
+    from retry_bot.live.config import BotConfig
     from retry_bot.gitlab.client import GitLabClient
     from retry_bot.policy import Policy
 
@@ -136,7 +136,7 @@ def _plan_bot_pipeline(merged_yaml: str, branch: str) -> tuple[list[tuple[str, s
     Uses the stand-in's CI planner (``standin.ciconfig``: workflow:rules, rules, stages,
     the ``.pre``/``.post`` rule), on the merged YAML GitLab returned.
     """
-    from retry_bot.gitlab.standin.ciconfig import CiConfigError, PipelineFiltered, plan_pipeline
+    from standin.gitlab.ciconfig import CiConfigError, PipelineFiltered, plan_pipeline
 
     scope = {"CI_PIPELINE_SOURCE": "api", "RETRY_BOT_CHILD_CONFIG": "e30=", "CI_COMMIT_BRANCH": branch,
              "CI_COMMIT_REF_NAME": branch, "CI_DEFAULT_BRANCH": branch, "CI_COMMIT_REF_PROTECTED": "true"}
@@ -400,7 +400,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from retry_bot.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
+    from retry_bot.live.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
     from retry_bot.gitlab.client import GitLabClient
     from retry_bot.policy import default_policy, load_policy
 

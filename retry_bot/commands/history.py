@@ -99,7 +99,7 @@ def handle(args: argparse.Namespace) -> int:
 
     url = args.url
     if not url and args.config:
-        from retry_bot.config import load_config
+        from retry_bot.live.config import load_config
         from retry_bot.problems import ConfigError
 
         try:

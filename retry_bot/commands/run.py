@@ -33,8 +33,8 @@ def register(subparsers: Any) -> None:
 
 
 def _bot(args: argparse.Namespace) -> Any:
-    from retry_bot.config import load_config
-    from retry_bot.daemon import Bot
+    from retry_bot.live.config import load_config
+    from retry_bot.live.daemon import Bot
     from retry_bot.problems import ConfigError
     from retry_bot.state import StateError, StateUnavailable
 
@@ -52,14 +52,14 @@ def _bot(args: argparse.Namespace) -> Any:
 
 
 def handle_run(args: argparse.Namespace) -> int:
-    from retry_bot.daemon import serve
+    from retry_bot.live.daemon import serve
 
     bot = _bot(args)
     return 2 if bot is None else serve(bot)
 
 
 def handle_once(args: argparse.Namespace) -> int:
-    from retry_bot.daemon import serve
+    from retry_bot.live.daemon import serve
 
     bot = _bot(args)
     return 2 if bot is None else serve(bot, once=True)

@@ -2,7 +2,7 @@
 
 Pure functions.  Each rule cites GitLab's source (``G`` = gitlab-org/gitlab).  The bot's job
 re-creation (:mod:`retry_bot.gitlab.jobdef`) picks one job out of a configuration with them; the
-stand-in (:mod:`retry_bot.gitlab.standin.ciconfig`) builds whole pipelines with them.  Kept out of
+stand-in (:mod:`standin.gitlab.ciconfig`) builds whole pipelines with them.  Kept out of
 the stand-in package so the live bot never imports the emulation (its server, GraphQL schema).
 """
 

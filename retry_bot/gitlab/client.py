@@ -14,7 +14,7 @@ what python-gitlab leaves to the caller:
   certainly did not act on it: a 429, or a connection that could not be
   opened.  Any other failure raises :class:`AmbiguousWrite`; the caller then
   reads GitLab's state before deciding whether to act again
-  (see :mod:`retry_bot.actions`).  When those retries run out, the write
+  (see :mod:`retry_bot.live.actions`).  When those retries run out, the write
   raises :class:`WriteNotSent` (GitLab did nothing: the caller keeps its
   intent and tries later); only a definite refusal (a 4xx other than 429
   and 408) raises :class:`WriteRejected`.

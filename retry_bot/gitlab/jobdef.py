@@ -140,7 +140,7 @@ def _rule_variables(rules: Any, scope: Mapping[str, str], where: str) -> dict[st
     §11.1); an ``if`` this evaluator cannot read inlines nothing (logged by the caller's reason).
     """
     # Deferred: ``rules:if`` is read by the stand-in's evaluator, and importing it loads the stand-in package.
-    from retry_bot.gitlab.standin.expressions import ExpressionError, evaluate
+    from retry_bot.gitlab.expressions import ExpressionError, evaluate
 
     if not isinstance(rules, list):
         return {}

@@ -632,22 +632,22 @@ def _bool(v: Any) -> bool:
     return v
 
 
-def _int(lo: int, hi: int) -> Callable[[Any], int]:
-    def conv(v: Any) -> int:
-        problem = number_problem(v, integer=True, low=lo, high=hi)
+def _number(lo: float, hi: float, *, integer: bool = False, open_low: bool = False) -> Callable[[Any], Any]:
+    """A converter that accepts a number in ``[lo, hi]`` (``(lo, hi]`` with ``open_low``), else says why."""
+    def conv(v: Any) -> Any:
+        problem = number_problem(v, integer=integer, low=lo, high=hi, open_low=open_low)
         if problem:
             raise _Bad(problem)
-        return int(v)
+        return int(v) if integer else float(v)
     return conv
+
+
+def _int(lo: int, hi: int) -> Callable[[Any], int]:
+    return _number(lo, hi, integer=True)
 
 
 def _float(lo: float, hi: float, open_low: bool = False) -> Callable[[Any], float]:
-    def conv(v: Any) -> float:
-        problem = number_problem(v, low=lo, high=hi, open_low=open_low)
-        if problem:
-            raise _Bad(problem)
-        return float(v)
-    return conv
+    return _number(lo, hi, open_low=open_low)
 
 
 def _zero(v: Any) -> bool:

@@ -740,7 +740,7 @@ def resize_prediction(
 
     The limit :func:`predict_for_retry` gives after kills at ``killed_limits``; ``None``
     without trusted history for the key (the policy's bump rule alone decides then).
-    Used by the live bot (``retry_bot.daemon.HistoryPredictor``) and the replay alike.
+    Used by the live bot (``retry_bot.live.daemon.HistoryPredictor``) and the replay alike.
     """
     alloc = predict_for_retry(index, key, now, killed_limits, settings, clamp=clamp, ref=ref, protected=protected)
     if alloc.samples <= 0:

@@ -23,9 +23,9 @@ MODULES = sorted(m for p in PACKAGES for m in module_files(p))
 CORE = ("retry_bot.classify", "retry_bot.policy", "retry_bot.decide", "retry_bot.predict", "retry_bot.model")
 #: Edges: GitLab, durable state, the servers, the live bot's I/O loop, and the libraries that do I/O.
 EDGES = (
-    "retry_bot.gitlab", "retry_bot.state", "retry_bot.server", "retry_bot.httpserver", "retry_bot.webhook",
-    "retry_bot.daemon", "retry_bot.poller", "retry_bot.actions", "retry_bot.commands", "retry_bot.cli",
-    "retry_bot.demo", "retry_bot.report", "retry_bot.config", "retry_bot.metrics",
+    "retry_bot.gitlab", "retry_bot.state", "retry_bot.server", "retry_bot.httpserver", "retry_bot.live.webhook",
+    "retry_bot.live.daemon", "retry_bot.live.poller", "retry_bot.live.actions", "retry_bot.commands", "retry_bot.cli",
+    "standin.demo", "retry_bot.report", "retry_bot.live.config", "retry_bot.live.metrics",
     "http", "urllib.request", "socket", "socketserver", "ssl", "sqlite3", "psycopg", "gitlab", "gql",
     "requests", "httpx", "subprocess",
 )

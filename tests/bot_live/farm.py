@@ -19,11 +19,11 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from retry_bot.actions import ActionSettings
-from retry_bot.config import parse_config
-from retry_bot.daemon import Bot
-from retry_bot.gitlab.standin import StandIn, collect_artifacts
-from retry_bot.gitlab.standin.expand import runner_expand
+from retry_bot.live.actions import ActionSettings
+from retry_bot.live.config import parse_config
+from retry_bot.live.daemon import Bot
+from standin.gitlab import StandIn, collect_artifacts
+from standin.gitlab.expand import runner_expand
 from runner_wrapper.quantity import parse_memory
 from runner_wrapper.record import (AppliedLimits, HostInfo, JobIdentity, Usage, UsageRecord, encode_marker)
 

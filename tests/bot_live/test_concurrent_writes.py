@@ -14,8 +14,8 @@ import threading
 import time
 from typing import Any
 
-from retry_bot.actions import ActionRequest, ActionRunner, ActionSettings
-from retry_bot.gitlab.standin.faults import Fault
+from retry_bot.live.actions import ActionRequest, ActionRunner, ActionSettings
+from standin.gitlab.faults import Fault
 from retry_bot.state import open_store
 from tests.bot_live.farm import Farm, make_bot
 
@@ -162,7 +162,7 @@ def test_created_jobs_count_towards_the_class_caps_of_the_failed_jobs_user(tmp_p
     were filed under no user, so ``max_concurrent_per_user`` never held), writes in flight too."""
     from concurrent.futures import Future
 
-    from retry_bot.poller import _WriteBatch
+    from retry_bot.live.poller import _WriteBatch
     from tests.bot_live.farm import make_bot
 
     farm = Farm({})

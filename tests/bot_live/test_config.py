@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from retry_bot.config import load_config, parse_config
+from retry_bot.live.config import load_config, parse_config
 from retry_bot.problems import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]

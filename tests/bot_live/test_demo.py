@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from retry_bot import demo
-from retry_bot.demo import run_demo
+from standin import demo
+from standin.demo import run_demo
 
 pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
 
@@ -51,7 +51,7 @@ def test_demo_removes_its_parent_cgroups_also_after_a_failure(monkeypatch):
     def interrupted(*a, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("retry_bot.daemon.Bot", interrupted)
+    monkeypatch.setattr("retry_bot.live.daemon.Bot", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_demo(out=io.StringIO(), timeout=10, live=False)
     assert _demo_cgroups() == []
@@ -68,7 +68,7 @@ def test_the_packaged_template_is_the_repository_template():
 def test_the_demo_project_includes_the_template_and_references_its_skip_rule():
     """What the demo project's .gitlab-ci.yml does in the stand-in: normal pipelines run the three
     jobs; a pipeline the bot creates (RETRY_BOT_CHILD_CONFIG set) runs only the template's jobs."""
-    from retry_bot.gitlab.standin import StandIn
+    from standin.gitlab import StandIn
 
     text = demo.project_ci_yaml(Path("/nonexistent"))
     assert f"local: {demo.TEMPLATE_PATH}" in text and "!reference [.retry-bot:skip, rules]" in text
@@ -81,7 +81,7 @@ def test_the_demo_project_includes_the_template_and_references_its_skip_rule():
 
 
 def test_the_demo_runs_on_a_protected_main_with_a_developer_bot_and_a_dollar_script(tmp_path):
-    from retry_bot import demo
+    from standin import demo
 
     assert demo.PROTECTED_MAIN["main"] == {"push": "maintainer", "merge": "developer"}
     text = demo.project_ci_yaml(tmp_path)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from retry_bot import demo
-from retry_bot.demo import TIMELINE_WIDTH, timeline_lines
+from standin import demo
+from standin.demo import TIMELINE_WIDTH, timeline_lines
 
 REASON = ("  why: job 1000 'build' failed: oom/oom_killed with 128Mi limit (usage record), peak 127Mi: re-create "
           "with KUBERNETES_MEMORY_LIMIT=768Mi (moves to runner class 'medium' (was 'small')); attempt 2, re-run 1 "

@@ -1,6 +1,6 @@
 """The fault drill of docs/standin.md, performed as an admin would: every step a real process (issue 13).
 
-``python -m retry_bot.gitlab.standin serve`` (GitLab + runner loops + control endpoint), ``fail``
+``python -m standin.gitlab serve`` (GitLab + runner loops + control endpoint), ``fail``
 rules for chosen failure reasons, pipelines, the real ``retry-bot run``, a write held by the
 stand-in while the bot is SIGKILLed, a restart, then ``standin check``, ``retry-bot state check``
 and ``retry-bot history``: nothing lost, nothing doubled.
@@ -23,7 +23,7 @@ from tests.bot_live.farm import ROOT
 pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
 
 PY = sys.executable
-STANDIN = [PY, "-m", "retry_bot.gitlab.standin"]
+STANDIN = [PY, "-m", "standin.gitlab"]
 BOT = [PY, "-m", "retry_bot"]
 
 #: Added to the shipped policy: DNS failures retried at once (the shipped backoff waits a minute).

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from retry_bot.gitlab.standin import Fault
+from standin.gitlab import Fault
 from retry_bot.state import open_store
 from tests.bot_live.farm import (ENV, ROOT, Farm, bot_config_text, compile_error, cycle_until,
                                  fail_five_jobs_in_two_projects, flaky_dns, make_bot, needs_memory, POLICY)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retry_bot.actions import pipeline_creation_hint
+from retry_bot.live.actions import pipeline_creation_hint
 from retry_bot.gitlab.client import GitLabFeatures, _is_validation_error
 from retry_bot.gitlab.recreate import decode_config, encode_config
 

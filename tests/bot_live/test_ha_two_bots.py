@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from retry_bot.gitlab.standin import Fault
+from standin.gitlab import Fault
 from retry_bot.state import open_store
 from tests.bot_live.farm import (ENV, POLICY, ROOT, Farm, bot_config_text, compile_error, flaky_dns, needs_memory)
 

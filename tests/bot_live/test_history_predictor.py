@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from retry_bot.daemon import HistoryPredictor
+from retry_bot.live.daemon import HistoryPredictor
 from retry_bot.model import JobFacts
 from retry_bot.policy import parse_policy
 from retry_bot.state import open_store

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from retry_bot.actions import ActionRequest, ActionRunner, ActionSettings
+from retry_bot.live.actions import ActionRequest, ActionRunner, ActionSettings
 from retry_bot.gitlab.client import GitLabClient, RetrySettings
-from retry_bot.gitlab.standin import StandIn
+from standin.gitlab import StandIn
 from retry_bot.state import LeadershipLost, open_store
 
 pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")

@@ -14,11 +14,11 @@ from typing import Callable, Iterator
 
 import pytest
 
-from retry_bot.actions import ActionRequest, ActionRunner, ActionSettings
+from retry_bot.live.actions import ActionRequest, ActionRunner, ActionSettings
 from retry_bot.classify import load_taxonomy
 from retry_bot.gitlab.recreate import ORIGIN_VARIABLE, decode_config
 from retry_bot.policy import parse_policy
-from retry_bot.poller import Poller, PollerSettings
+from retry_bot.live.poller import Poller, PollerSettings
 from retry_bot.state import Store, open_store
 from runner_wrapper.record import AppliedLimits, HostInfo, JobIdentity, Usage, UsageRecord, encode_marker
 from tests.bot_live.farm import KEY, KEY_ID, POLICY, project_config

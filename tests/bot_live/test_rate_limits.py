@@ -14,7 +14,7 @@ import pytest
 
 from retry_bot.gitlab.client import GitLabClient, RetrySettings, WriteNotSent, WriteRejected
 from retry_bot.gitlab.pacing import RequestPacer
-from retry_bot.gitlab.standin import Fault
+from standin.gitlab import Fault
 from tests.bot_live.farm import (Farm, compile_error, cycle_until, fail_five_jobs_in_two_projects, flaky_dns,
                                  make_bot, needs_memory)
 from tests.bot_live.scripted_http import Scripted
@@ -147,7 +147,7 @@ def _by_name(farm, project, name):
 
 
 def test_30_percent_429s_on_every_call_every_job_decided_no_action_lost(tmp_path):
-    from retry_bot.actions import ActionSettings
+    from retry_bot.live.actions import ActionSettings
 
     farm = Farm({"oom": needs_memory(300), "dns": flaky_dns(1), "compile": compile_error,
                  "oom2": needs_memory(700), "dns2": flaky_dns(1)})
@@ -256,7 +256,7 @@ class _RefusingClient:
 
 
 def test_a_refused_write_keeps_its_intent_backs_off_and_reads_gitlab_before_the_repeat(tmp_path):
-    from retry_bot.actions import ActionRequest, ActionRunner, ActionSettings
+    from retry_bot.live.actions import ActionRequest, ActionRunner, ActionSettings
     from retry_bot.state import open_store
 
     clock = SimClock(5000.0)

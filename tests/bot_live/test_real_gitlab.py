@@ -11,7 +11,7 @@ import json
 import pytest
 import yaml
 
-from retry_bot.actions import ActionRequest, ActionRunner, ActionSettings
+from retry_bot.live.actions import ActionRequest, ActionRunner, ActionSettings
 from retry_bot.gitlab.client import GitLabClient, GraphQLSchemaError
 from retry_bot.gitlab.recreate import CONFIG_VARIABLE, decode_config
 from tests.bot_live.farm import TOKEN, Farm, cycle_until, make_bot, needs_memory
@@ -285,7 +285,7 @@ def test_documents_the_bot_sends_validate_against_every_profile():
     from graphql import parse, validate
 
     from retry_bot.gitlab.client import GitLabFeatures
-    from retry_bot.gitlab.standin.graphql_api import PROFILE_VERSIONS, schema_for
+    from standin.gitlab.graphql_api import PROFILE_VERSIONS, schema_for
 
     for profile, version in PROFILE_VERSIONS.items():
         feats = GitLabFeatures.from_version(version)

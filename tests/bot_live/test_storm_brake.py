@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from retry_bot.poller import share_budget
+from retry_bot.live.poller import share_budget
 from retry_bot.policy.model import StormRule
 from retry_bot.storm import StormState, release_times
 

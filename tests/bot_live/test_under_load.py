@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from retry_bot.actions import ActionRequest
+from retry_bot.live.actions import ActionRequest
 from tests.bot_live.farm import POLICY, compile_error, cycle_until, make_bot
 
 pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
@@ -192,7 +192,7 @@ def test_every_created_job_is_followed_and_only_age_ends_it(farm, tmp_path):
         assert bot.metrics.followed_jobs._value.get() == 700
         farm.standin.reset_calls()
         clock.offset += bot.poller.settings.follow_max_age + 1
-        from retry_bot.poller import CycleReport
+        from retry_bot.live.poller import CycleReport
         bot.poller.follow_watched(CycleReport(started=clock()))
         assert farm.standin.calls == []                           # expired ones are not read
         assert bot.store.followed() == []
@@ -213,7 +213,7 @@ def _max_in_flight(calls) -> int:
 
 
 def test_reads_are_bounded_concurrent_and_each_job_is_still_decided_once(farm, tmp_path):
-    from retry_bot.gitlab.standin.faults import Fault
+    from standin.gitlab.faults import Fault
 
     for i in range(8):
         farm.behaviours[f"c{i}"] = compile_error
@@ -239,7 +239,7 @@ def test_reads_are_bounded_concurrent_and_each_job_is_still_decided_once(farm, t
 
 
 def test_slow_gitlab_reads_overlap(farm, tmp_path):
-    from retry_bot.gitlab.standin.faults import Fault
+    from standin.gitlab.faults import Fault
 
     for i in range(6):
         farm.behaviours[f"c{i}"] = compile_error

@@ -1,6 +1,6 @@
 """Issue 15, part B: GitLab job webhooks as a trigger, deciding through the same exactly-once path.
 
-The stand-in sends GitLab's real job-event body and headers (:mod:`retry_bot.gitlab.standin.hooks`);
+The stand-in sends GitLab's real job-event body and headers (:mod:`standin.gitlab.hooks`);
 the receiver authenticates ``X-Gitlab-Token``, bounds the body and the queue, and only enqueues.
 """
 
@@ -14,10 +14,10 @@ import urllib.request
 
 import pytest
 
-from retry_bot.config import parse_config
-from retry_bot.gitlab.standin.hooks import HookSender, job_hook_payload
+from retry_bot.live.config import parse_config
+from standin.gitlab.hooks import HookSender, job_hook_payload
 from retry_bot.problems import ConfigError
-from retry_bot.webhook import JobEventQueue, WebhookReceiver, parse_job_event
+from retry_bot.live.webhook import JobEventQueue, WebhookReceiver, parse_job_event
 from tests.bot_live.farm import (ENV, POLICY, Farm, bot_config_text, compile_error, cycle_until, flaky_dns, make_bot,
                                  needs_memory)
 

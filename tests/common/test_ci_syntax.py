@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from retry_bot.gitlab.jobdef import JobDefinitionError, find_job
-from retry_bot.gitlab.standin.ciconfig import CiConfigError, merged_yaml, plan_pipeline
+from standin.gitlab.ciconfig import CiConfigError, merged_yaml, plan_pipeline
 
 PUSH = {"CI_PIPELINE_SOURCE": "push"}
 

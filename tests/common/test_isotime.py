@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from retry_bot.gitlab import client
-from retry_bot.gitlab.standin import rest
-from retry_bot.gitlab.standin.state import BadRequest
+from standin.gitlab import rest
+from standin.gitlab.state import BadRequest
 from retry_bot.isotime import parse_iso_time
 from retry_bot.predict import history
 

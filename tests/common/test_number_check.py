@@ -11,7 +11,7 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from retry_bot.config import parse_config
+from retry_bot.live.config import parse_config
 from retry_bot.policy import parse_policy
 from retry_bot.problems import ConfigError, number_problem
 

@@ -192,7 +192,7 @@ def test_named_repository_files_exist() -> None:
 def test_named_metrics_exist() -> None:
     from prometheus_client.metrics import MetricWrapperBase
 
-    from retry_bot.metrics import BotMetrics
+    from retry_bot.live.metrics import BotMetrics
 
     from prometheus_client import CollectorRegistry
 
@@ -210,7 +210,7 @@ def test_named_metrics_exist() -> None:
     for name in named:
         base = re.sub(r"_(total|bucket|sum|count|created)$", "", name)
         if name.startswith("retry_bot_"):
-            assert base in bot, f"{name} is not a metric of retry_bot.metrics.BotMetrics"
+            assert base in bot, f"{name} is not a metric of retry_bot.live.metrics.BotMetrics"
         else:
             assert name in wrapper or base in wrapper, \
                 f"{name} is not written by runner_wrapper.sinks nor exported by retry-bot serve"

@@ -84,7 +84,7 @@ patterns = ['(unbalanced']
 
 
 def _load_bot(path: Path, env: dict[str, str] | None = None):
-    from retry_bot.config import load_config
+    from retry_bot.live.config import load_config
 
     return load_config(path, env=dict(BOT_ENV if env is None else env))
 
@@ -158,7 +158,7 @@ def test_wrapper_loader_rejects_a_typo(tmp_path: Path) -> None:
 def _load_with_any_loader(path: Path) -> list[str]:
     """Try every loader of the project on ``path``; [] when one accepts it, else each one's complaint."""
     from retry_bot.classify import load_taxonomy
-    from retry_bot.config import load_config as load_bot
+    from retry_bot.live.config import load_config as load_bot
     from retry_bot.policy import load_policy
     from runner_wrapper.config import load_config as load_wrapper
 

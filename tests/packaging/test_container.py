@@ -113,7 +113,7 @@ def test_entrypoint_and_cmd_are_real_commands() -> None:
 
 
 def test_exposed_port_is_the_bot_http_port() -> None:
-    from retry_bot.config import load_config
+    from retry_bot.live.config import load_config
 
     exposed = _exposed()
     cfg = load_config(CONFIG / "bot.toml", env={"RIGHTSIZER_SIGNING_KEY": "k"})

@@ -140,7 +140,7 @@ def merged_example() -> dict[str, Any]:
 
 
 def _plan(config: dict[str, Any], variables: dict[str, str]):
-    from retry_bot.gitlab.standin.ciconfig import plan_pipeline
+    from standin.gitlab.ciconfig import plan_pipeline
 
     return plan_pipeline(yaml.safe_dump(config, sort_keys=False), variables)
 

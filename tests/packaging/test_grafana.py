@@ -1,6 +1,6 @@
 """The Grafana dashboard is real Grafana JSON, and every metric and label its
 PromQL uses exists: the bot's metrics are read from the registry that
-``retry_bot.metrics.BotMetrics`` builds (and ``retry_bot.server.make_metrics``
+``retry_bot.live.metrics.BotMetrics`` builds (and ``retry_bot.server.make_metrics``
 for ``retry-bot serve``), the runner hosts' from the textfile
 ``runner_wrapper.sinks.write_textfile`` really writes.  Nothing is listed by hand."""
 
@@ -56,8 +56,8 @@ def _registry_samples(registry: Any, owner: Any) -> dict[str, set[str]]:
 
 @pytest.fixture(scope="module")
 def bot_metrics() -> dict[str, set[str]]:
-    """Sample name -> label names, from the bot's own registry (retry_bot.metrics.BotMetrics)."""
-    from retry_bot.metrics import BotMetrics
+    """Sample name -> label names, from the bot's own registry (retry_bot.live.metrics.BotMetrics)."""
+    from retry_bot.live.metrics import BotMetrics
 
     metrics = BotMetrics()
     out = _registry_samples(metrics.registry, metrics)
@@ -207,7 +207,7 @@ def test_every_metric_in_the_dashboard_exists(bot_metrics: dict[str, set[str]],
         assert names, f"{where}: no metric found in {expr!r}"
         for name in names - set(known):
             unknown.append(f"{where}: {name}")
-    assert not unknown, "metrics not exported by retry_bot.metrics / retry_bot.server / runner_wrapper.sinks:\n" + "\n".join(unknown)
+    assert not unknown, "metrics not exported by retry_bot.live.metrics / retry_bot.server / runner_wrapper.sinks:\n" + "\n".join(unknown)
 
 
 def test_every_label_in_the_dashboard_exists(bot_metrics: dict[str, set[str]],

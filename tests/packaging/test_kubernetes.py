@@ -128,7 +128,7 @@ def _pod_env(component: str = "bot") -> dict[str, str]:
 
 
 def test_configmap_bot_toml_loads_with_the_pod_environment(tmp_path: Path) -> None:
-    from retry_bot.config import load_config
+    from retry_bot.live.config import load_config
     from retry_bot.policy import load_policy
 
     d = _configmap_dir(tmp_path)
@@ -187,7 +187,7 @@ def test_probes_service_and_servicemonitor_agree(component: str) -> None:
 
 def test_serve_runs_the_real_command_on_the_bot_database(tmp_path: Path) -> None:
     from retry_bot.cli import build_parser
-    from retry_bot.config import load_config
+    from retry_bot.live.config import load_config
 
     c = _container("serve")
     args = build_parser().parse_args(c["args"])
@@ -217,7 +217,7 @@ def test_pod_runs_as_the_image_user_without_privileges(component: str, tmp_path:
     assert sc["capabilities"]["drop"] == ["ALL"]
     assert spec["automountServiceAccountToken"] is False
     # SIGTERM lets the GitLab call in flight finish: at most [gitlab] max_total_seconds.
-    from retry_bot.config import load_config
+    from retry_bot.live.config import load_config
 
     if component == "bot":
         cfg = load_config(_configmap_dir(tmp_path) / "bot.toml", env=_pod_env())
@@ -228,7 +228,7 @@ def test_alert_rules_use_real_metrics_and_labels() -> None:
     from prometheus_client import CollectorRegistry
     from prometheus_client.metrics import MetricWrapperBase
 
-    from retry_bot.metrics import BotMetrics
+    from retry_bot.live.metrics import BotMetrics
     from retry_bot.server import make_metrics
 
     from .test_grafana import TARGET_LABELS, grouping_labels, matcher_labels, metric_names

@@ -73,7 +73,7 @@ def _probe_path() -> str:
 
 @pytest.fixture()
 def standin() -> Iterator[object]:
-    from retry_bot.gitlab.standin import StandIn
+    from standin.gitlab import StandIn
 
     gl = StandIn()
     gl.start()
@@ -85,7 +85,7 @@ def standin() -> Iterator[object]:
 
 
 def test_retry_bot_run_answers_probes_and_stops_on_sigterm(tmp_path: Path, standin) -> None:
-    from retry_bot.gitlab.standin import DEFAULT_TOKEN
+    from standin.gitlab import DEFAULT_TOKEN
 
     port = _free_port()
     text = (CONFIG / "bot.toml").read_text(encoding="utf-8")

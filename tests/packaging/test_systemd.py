@@ -208,7 +208,7 @@ def test_bot_unit_commands_are_real() -> None:
 
 def test_serve_unit_matches_the_bot_unit(tmp_path: Path) -> None:
     """Same state database, same policy, a signing key the unit really loads."""
-    from retry_bot.config import load_config
+    from retry_bot.live.config import load_config
 
     svc = _service(SERVE_UNIT)
     serve = _parse_retry_bot(svc["ExecStart"][-1])
@@ -272,7 +272,7 @@ def test_legacy_subgroup_script_moves_the_runner_into_a_leaf(tmp_path: Path) -> 
 
 def test_bot_unit_stop_timeout_outlasts_one_gitlab_call(tmp_path: Path) -> None:
     """SIGTERM lets the call in flight finish: TimeoutStopSec > [gitlab] max_total_seconds."""
-    from retry_bot.config import load_config
+    from retry_bot.live.config import load_config
 
     svc = parse_unit(BOT_UNIT)["Service"]
     value = svc["TimeoutStopSec"][-1]
@@ -302,7 +302,7 @@ else:
 import ctypes
 assert ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 7)() == 7
 import gitlab, gql, structlog, tenacity, prometheus_client
-import retry_bot.cli, retry_bot.daemon, retry_bot.poller, retry_bot.server, retry_bot.state
+import retry_bot.cli, retry_bot.live.daemon, retry_bot.live.poller, retry_bot.server, retry_bot.state
 try:
     import psycopg
     psycopg.Connection

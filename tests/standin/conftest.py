@@ -7,7 +7,7 @@ from typing import Iterator
 import gitlab
 import pytest
 
-from retry_bot.gitlab.standin import StandIn
+from standin.gitlab import StandIn
 
 # A project shaped like one that includes the retry bot's CI template: normal jobs do not run in
 # a pipeline that carries RETRY_BOT_CHILD_YAML; the generator job writes it out as an artifact and

@@ -3,7 +3,7 @@
 import gitlab
 import pytest
 
-from retry_bot.gitlab.standin import StandIn
+from standin.gitlab import StandIn
 
 
 def test_branch_head_moves_with_a_push_that_creates_no_pipeline():

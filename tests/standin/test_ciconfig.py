@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from retry_bot.gitlab.standin.ciconfig import CiConfigError, PipelineFiltered, merged_yaml, plan_pipeline
-from retry_bot.gitlab.standin.expressions import ExpressionError, evaluate
+from standin.gitlab.ciconfig import CiConfigError, PipelineFiltered, merged_yaml, plan_pipeline
+from retry_bot.gitlab.expressions import ExpressionError, evaluate
 
 from .conftest import APP_CONFIG
 

@@ -1,4 +1,4 @@
-"""``python -m retry_bot.gitlab.standin``: a standalone server, and clear refusals of bad configs."""
+"""``python -m standin.gitlab``: a standalone server, and clear refusals of bad configs."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import requests
 
-from retry_bot.gitlab.standin import CiConfigError, StandIn
+from standin.gitlab import CiConfigError, StandIn
 
 
 def test_bad_config_is_refused_with_its_reason(tmp_path: Path) -> None:
     bad = tmp_path / "ci.yml"
     bad.write_text("a:\n  stage: nope\n  script: [x]\n")
-    done = subprocess.run([sys.executable, "-m", "retry_bot.gitlab.standin", "--ci-config", str(bad)],
+    done = subprocess.run([sys.executable, "-m", "standin.gitlab", "--ci-config", str(bad)],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "stage 'nope' does not exist" in done.stderr
     assert "Traceback" not in done.stderr
@@ -27,7 +27,7 @@ def test_bad_config_is_refused_with_its_reason(tmp_path: Path) -> None:
 def test_standalone_server_serves_until_sigterm(tmp_path: Path) -> None:
     config = tmp_path / "ci.yml"
     config.write_text("build:\n  script: [make]\n")
-    proc = subprocess.Popen([sys.executable, "-m", "retry_bot.gitlab.standin", "--ci-config", str(config),
+    proc = subprocess.Popen([sys.executable, "-m", "standin.gitlab", "--ci-config", str(config),
                              "--token", "t0k"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout is not None

@@ -8,7 +8,7 @@ import gitlab
 import pytest
 import requests
 
-from retry_bot.gitlab.standin import Fault, FaultInjector, StandIn
+from standin.gitlab import Fault, FaultInjector, StandIn
 
 from .conftest import run_first_pending
 

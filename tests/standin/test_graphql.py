@@ -6,7 +6,7 @@ import gitlab
 import pytest
 from gql.transport.exceptions import TransportQueryError
 
-from retry_bot.gitlab.standin import StandIn
+from standin.gitlab import StandIn
 
 from .conftest import CHILD_YAML, run_first_pending
 

@@ -8,8 +8,8 @@ import gitlab
 import pytest
 import yaml
 
-from retry_bot.gitlab.standin import CiConfigError, StandIn
-from retry_bot.gitlab.standin.ciconfig import load_config
+from standin.gitlab import CiConfigError, StandIn
+from standin.gitlab.ciconfig import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "packaging" / "gitlab-ci" / "retry-bot.yml"

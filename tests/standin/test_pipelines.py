@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retry_bot.gitlab.standin import BadRequest, Forbidden, StandIn
+from standin.gitlab import BadRequest, Forbidden, StandIn
 
 from .conftest import CHILD_YAML, run_first_pending
 

@@ -7,7 +7,7 @@ import pytest
 import requests
 import yaml
 
-from retry_bot.gitlab.standin import StandIn
+from standin.gitlab import StandIn
 
 from .conftest import CHILD_YAML, run_first_pending
 

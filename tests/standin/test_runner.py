@@ -9,7 +9,7 @@ from typing import Any
 
 import gitlab
 
-from retry_bot.gitlab.standin import StandIn, collect_artifacts
+from standin.gitlab import StandIn, collect_artifacts
 
 from .conftest import CHILD_YAML
 

@@ -11,9 +11,9 @@ import yaml
 
 from retry_bot.gitlab.recreate import ChildPipelineSpec, build_child_config, pipeline_variables
 from retry_bot.gitlab.jobdef import find_job
-from retry_bot.gitlab.standin import StandIn
-from retry_bot.gitlab.standin.expand import go_os_expand, runner_expand, runner_get
-from retry_bot.gitlab.standin.state import BadRequest, Forbidden
+from standin.gitlab import StandIn
+from standin.gitlab.expand import go_os_expand, runner_expand, runner_get
+from standin.gitlab.state import BadRequest, Forbidden
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using variable_values:DeprecationWarning")
 
@@ -66,7 +66,7 @@ def test_trigger_forwards_yaml_variables_unless_told_not_to(s):
         pipe = s.create_pipeline(path)
         bridge = s.state.pipeline_jobs(pipe.id)[0]
         child_pipe = s.get_pipeline(bridge.downstream_pipeline_id)
-        from retry_bot.gitlab.standin.payload import payload_variables
+        from standin.gitlab.payload import payload_variables
         cjob = s.state.pipeline_jobs(child_pipe.id)[0]
         env = {v["key"]: v["value"] for v in payload_variables(s.state, cjob.id)}
         assert env["FLAVOR"] == expected, forward
@@ -158,6 +158,6 @@ def test_runner_expansion_is_go_os_expand_with_the_runners_get():
 @pytest.mark.parametrize("version, profile", [("16.3.0", "16.0"), ("17.11.1-ee", "18.0"), ("18.0.2", "18.0"),
                                               ("18.6.0", "current")])
 def test_version_picks_the_graphql_profile(version, profile):
-    from retry_bot.gitlab.standin.graphql_api import profile_for_version
+    from standin.gitlab.graphql_api import profile_for_version
 
     assert profile_for_version(version) == profile

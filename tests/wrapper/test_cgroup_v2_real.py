@@ -164,7 +164,7 @@ def test_oom_kill_gives_137(tmp_path, parent):
 
 def test_oom_through_the_runner_is_script_failure_137(tmp_path, parent):
     """The whole GitLab Runner call sequence (job cgroup, stage children) on the real kernel."""
-    from runner_wrapper.local_runner import run_job
+    from standin.runner import run_job
     from runner_wrapper.record import find_markers, verify_record
 
     from .conftest import make_payload, write_config

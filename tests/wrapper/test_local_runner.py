@@ -1,4 +1,4 @@
-"""local_runner's reading of driver exit codes (§1.5), with tiny bash drivers (no cgroups needed)."""
+"""standin.runner's reading of driver exit codes (§1.5), with tiny bash drivers (no cgroups needed)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runner_wrapper.local_runner import run_job
+from standin.runner import run_job
 
 from .conftest import make_payload
 
@@ -108,7 +108,7 @@ def stages_of(log: Path) -> list[str]:
 
 def test_go_expand_is_the_runners_variable_expansion():
     """R common/variables.go JobVariables.Get/Expand over Go's os.Expand."""
-    from runner_wrapper.local_runner import expand_variables, go_expand
+    from standin.runner import expand_variables, go_expand
 
     env = {"A": "x", "A_B": "y", "EMPTY": ""}
     get = lambda k: {"$": "$", "?": ""}.get(k, env.get(k, ""))  # noqa: E731

@@ -1,7 +1,7 @@
 """The runner's side of the custom-executor contract, checked against gitlab-runner's source (review of issue 10).
 
 Each test pins one rule of GitLab Runner (R = gitlab-org/gitlab-runner at d79f3e7b) that
-``runner_wrapper.local_runner`` or the driver got wrong.
+``standin.runner`` or the driver got wrong.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runner_wrapper.local_runner import _interpret, expand_variables, go_expand
+from standin.runner import _interpret, expand_variables, go_expand
 from runner_wrapper.stagerun import DriverEnv, check_exit_code_file
 
 
@@ -99,7 +99,7 @@ def test_custom_env_order_predefined_after_job_variables_win(tmp_path):
     (``CI_SHARED_ENVIRONMENT``, always true for the custom executor, ``custom.go`` featuresUpdater;
     ``RUNNER_TEMP_PROJECT_DIR``), which win over a job variable of the same name; a file variable
     referenced by another expands to its path there."""
-    from runner_wrapper.local_runner import run_job
+    from standin.runner import run_job
 
     from .conftest import make_payload
 
@@ -125,7 +125,7 @@ def test_custom_env_order_predefined_after_job_variables_win(tmp_path):
 def test_after_script_ignore_errors_is_read_as_the_runners_build_setting(tmp_path):
     """R ``common/build_settings.go`` ``validate``: ``strconv.ParseBool`` of the raw value, no
     lower-casing; an empty or invalid value keeps ``DefaultAfterScriptIgnoreErrors = true``."""
-    from runner_wrapper.local_runner import run_job
+    from standin.runner import run_job
 
     from .conftest import make_payload
 
@@ -228,7 +228,7 @@ def test_config_output_is_unmarshalled_into_the_runners_struct(tmp_path):
     """R ``executors/custom/custom.go`` ``dynamicConfig``: only an *empty* stdout means "no overrides"
     (whitespace is invalid JSON); ``json.Unmarshal`` into ``api.ConfigExecOutput`` fails on a key of
     the wrong type; either is ``error while parsing JSON output``, retried (R ``retryCreateExecutor``)."""
-    from runner_wrapper.local_runner import run_job
+    from standin.runner import run_job
 
     from .conftest import make_payload
 
@@ -249,7 +249,7 @@ def test_an_empty_builds_dir_is_a_configuration_error_not_retried(tmp_path):
     """R ``common/build.go`` ``StartBuild``: ``the builds_dir is not configured`` (likewise cache_dir),
     a BuildError with ``runner_configuration_error``, mapped to ``script_failure`` unless the
     instance lists it (R ``common/failure_reason_mapper.go``)."""
-    from runner_wrapper.local_runner import run_job
+    from standin.runner import run_job
 
     from .conftest import make_payload
 

@@ -1,4 +1,4 @@
-"""The full GitLab Runner call sequence through ``local_runner`` against the real driver.
+"""The full GitLab Runner call sequence through ``standin.runner`` against the real driver.
 
 config -> prepare -> prepare_script, get_sources, build_script, step_*, after_script,
 cleanup_file_variables -> cleanup, with the runner's environment (§1.3) and its
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from runner_wrapper.local_runner import run_job
+from standin.runner import run_job
 from runner_wrapper.record import find_markers, verify_record
 
 from .conftest import V1_ROOT, make_payload, write_config

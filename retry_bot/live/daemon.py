@@ -1,6 +1,6 @@
 """The long-running bot: wiring, the poll loop, signals, leadership, HTTP.
 
-:class:`Bot` assembles the pieces from a :class:`~retry_bot.config.BotConfig`
+:class:`Bot` assembles the pieces from a :class:`~retry_bot.live.config.BotConfig`
 (GitLab client, state store, policy, taxonomy, actions, poller, metrics);
 :func:`serve` runs it until SIGTERM/SIGINT.
 
@@ -12,7 +12,7 @@ Signals:
 * **SIGHUP** — reload the policy file.  A new policy that does not validate
   is rejected with every problem logged; the last good one stays in force.
 
-With ``[webhook] enabled``, GitLab's job events (:mod:`retry_bot.webhook`) are
+With ``[webhook] enabled``, GitLab's job events (:mod:`retry_bot.live.webhook`) are
 handled as they arrive (:meth:`Bot.handle_events`), open intents are driven
 every ``interval_seconds``, and the full poll -- the reconciliation safety net
 that finds whatever an event missed -- runs every ``reconcile_interval_seconds``.
@@ -27,13 +27,13 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from retry_bot.actions import ActionRunner, ActionSettings
-from retry_bot.config import BotConfig
+from retry_bot.live.actions import ActionRunner, ActionSettings
+from retry_bot.live.config import BotConfig
 from retry_bot.gitlab.client import GitLabApiError, GitLabClient, NotFound
 from retry_bot.gitlab.jobdef import GeneratedPipelineSource
 from retry_bot.gitlab.pacing import RequestPacer
-from retry_bot.metrics import BotMetrics
-from retry_bot.poller import CycleReport, Poller, PollerSettings
+from retry_bot.live.metrics import BotMetrics
+from retry_bot.live.poller import CycleReport, Poller, PollerSettings
 from retry_bot.problems import ConfigError
 from retry_bot.state import LeadershipLost
 from runner_wrapper.logconfig import get_logger, redact_url
@@ -108,7 +108,7 @@ class Bot:
         self._http: Any = None
         self.webhook: Any = None
         if config.webhook.enabled:
-            from retry_bot.webhook import JobEventQueue, WebhookReceiver
+            from retry_bot.live.webhook import JobEventQueue, WebhookReceiver
 
             w = config.webhook
             self.webhook = WebhookReceiver(w.secret, queue=JobEventQueue(w.queue_size), max_body_bytes=w.max_body_bytes,
@@ -308,9 +308,9 @@ class Bot:
 
         A **failed** job costs one ``GET /projects/:id/jobs/:id`` (GitLab's state, not
         the event's word: an event may be late, replayed or forged) before
-        :meth:`~retry_bot.poller.Poller.handle_job`; a job already decided costs nothing.
+        :meth:`~retry_bot.live.poller.Poller.handle_job`; a job already decided costs nothing.
         A job the bot **created and follows** (retry, play, ``jobRetry``) that ended is
-        read the same way and handed to :meth:`~retry_bot.poller.Poller.followed_job_changed`,
+        read the same way and handed to :meth:`~retry_bot.live.poller.Poller.followed_job_changed`,
         which records its end (recovered, failed again) once, whether this event or the
         poll sees it first; a failed one is then also decided like any failed job.  The end
         of a job the bot does not follow costs one state-store lookup.  Events of projects

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from graphql import GraphQLError, build_schema, graphql_sync
 
-from retry_bot.gitlab.standin.state import GitLabState, Job, Pipeline, Project, StandInError, User, iso
+from standin.gitlab.state import GitLabState, Job, Pipeline, Project, StandInError, User, iso
 
 __all__ = ["SCHEMA_SDL", "PROFILES", "profile_for_version", "schema_for", "execute", "job_gid", "FAILURE_MESSAGES"]
 
@@ -389,7 +389,7 @@ class GProject:
     def pipelines(self, info: Any, status: str | None = None, ref: str | None = None, sha: str | None = None,
                   source: str | None = None, updatedAfter: str | None = None, updatedBefore: str | None = None,
                   first: int | None = None, after: str | None = None) -> dict[str, Any]:
-        from retry_bot.gitlab.standin.rest import _parse_time
+        from standin.gitlab.rest import _parse_time
 
         pipes = sorted((p for p in self._ctx.state.pipelines.values() if p.project_id == self._proj.id),
                        key=lambda p: p.id, reverse=True)

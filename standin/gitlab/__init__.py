@@ -6,11 +6,11 @@ control API on :class:`StandIn` and inject faults through ``StandIn.faults``.
 See ``docs/standin.md``.
 """
 
-from retry_bot.gitlab.standin.ciconfig import CiConfigError, JobSpec, merged_yaml
-from retry_bot.gitlab.standin.faults import Fault, FaultInjector, RateLimit
-from retry_bot.gitlab.standin.payload import build_payload, collect_artifacts
-from retry_bot.gitlab.standin.server import DEFAULT_TOKEN, Call, RunnerLoop, StandIn
-from retry_bot.gitlab.standin.state import (
+from standin.gitlab.ciconfig import CiConfigError, JobSpec, merged_yaml
+from standin.gitlab.faults import Fault, FaultInjector, RateLimit
+from standin.gitlab.payload import build_payload, collect_artifacts
+from standin.gitlab.server import DEFAULT_TOKEN, Call, RunnerLoop, StandIn
+from standin.gitlab.state import (
     BadRequest,
     Forbidden,
     GitLabState,

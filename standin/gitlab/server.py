@@ -25,15 +25,15 @@ from typing import Sequence, Any, Callable, Iterable, Mapping, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from runner_wrapper.logconfig import get_logger
-from retry_bot.gitlab.standin import graphql_api, rest
-from retry_bot.gitlab.standin.faults import Fault, FaultInjector
-from retry_bot.gitlab.standin.payload import build_payload, collect_artifacts
-from retry_bot.gitlab.standin.state import GitLabState, Job, Pipeline, Project, User
+from standin.gitlab import graphql_api, rest
+from standin.gitlab.faults import Fault, FaultInjector
+from standin.gitlab.payload import build_payload, collect_artifacts
+from standin.gitlab.state import GitLabState, Job, Pipeline, Project, User
 
 __all__ = ["StandIn", "Call", "RunnerLoop", "JobOutcome", "DEFAULT_TOKEN"]
 
 DEFAULT_TOKEN = "standin-token"
-log = get_logger("retry_bot.gitlab.standin")
+log = get_logger("standin.gitlab")
 
 
 @dataclass(frozen=True)
@@ -224,7 +224,7 @@ class _Handler(BaseHTTPRequestHandler):
 class RunnerLoop:
     """A background runner: claims pending jobs matching ``tags`` and runs them through ``execute``.
 
-    ``execute(payload) -> outcome`` gets :func:`~retry_bot.gitlab.standin.payload.build_payload`'s dict
+    ``execute(payload) -> outcome`` gets :func:`~standin.gitlab.payload.build_payload`'s dict
     and returns an object (or a dict) with ``status``, ``failure_reason``, ``exit_code``, ``log`` and
     optionally ``artifacts`` (``{path: bytes}``).  An exception in ``execute`` fails the job with
     ``runner_system_failure``, like a broken executor would.
@@ -421,7 +421,7 @@ class StandIn:
     def add_project_hook(self, project: int | str, url: str, **kw: Any) -> dict[str, Any]:
         """Add a project webhook (configuration only; :class:`~.hooks.HookSender` sends events):
         ``token``, ``enable_ssl_verification``, ``alert_status``, ``job_events``... (:func:`.hooks.add_project_hook`)."""
-        from retry_bot.gitlab.standin.hooks import add_project_hook
+        from standin.gitlab.hooks import add_project_hook
 
         return add_project_hook(self.state, project, url, **kw)
 

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
-from retry_bot.gitlab.standin.ciconfig import (
+from standin.gitlab.ciconfig import (
     CiConfigError,
     JobSpec,
     PipelineFiltered,
@@ -249,7 +249,7 @@ class GitLabState:
     @property
     def graphql_profile(self) -> str:
         """The GraphQL schema profile of :attr:`gitlab_version` (``graphql_api.PROFILES``)."""
-        from retry_bot.gitlab.standin.graphql_api import profile_for_version
+        from standin.gitlab.graphql_api import profile_for_version
 
         return profile_for_version(self.gitlab_version)
 
@@ -320,7 +320,7 @@ class GitLabState:
 
         ``files`` replaces the other repository files; ``None`` keeps those of the ref's (or the
         default branch's) current commit.  Raises
-        :class:`~retry_bot.gitlab.standin.ciconfig.CiConfigError` for an invalid configuration.
+        :class:`~standin.gitlab.ciconfig.CiConfigError` for an invalid configuration.
         """
         with self.lock:
             proj = self.project(project)

@@ -19,10 +19,10 @@ GitLab sends a **Job Hook** (``X-Gitlab-Event: Job Hook``, body ``object_kind:
   (other events and statuses: ``ignored``; a full queue: ``dropped``, and the
   next poll finds the job);
 * only **enqueues**: deciding stays in the poller's exactly-once path
-  (:meth:`retry_bot.daemon.Bot.handle_events` reads the job from GitLab and hands a
-  failed one to :meth:`retry_bot.poller.Poller.handle_job`, which the state store
+  (:meth:`retry_bot.live.daemon.Bot.handle_events` reads the job from GitLab and hands a
+  failed one to :meth:`retry_bot.live.poller.Poller.handle_job`, which the state store
   makes idempotent; a job the bot created and follows goes to
-  :meth:`retry_bot.poller.Poller.followed_job_changed`, which records its end once).
+  :meth:`retry_bot.live.poller.Poller.followed_job_changed`, which records its end once).
   Events of jobs that ended otherwise cost the bot one state-store lookup and no API
   call unless it follows the job.  A forged or replayed event can at most make the
   bot look at a job it would have polled anyway.

@@ -41,7 +41,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from retry_bot.gitlab.standin.state import GitLabState, Job, iso
+from standin.gitlab.state import GitLabState, Job, iso
 
 __all__ = ["job_hook_payload", "HookSender", "Delivery", "add_project_hook", "project_hook_json", "HOOK_EVENTS"]
 

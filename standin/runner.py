@@ -73,7 +73,7 @@ sections' timestamps.
 
 Usage (tests and ``retry-bot demo``)::
 
-    from runner_wrapper.local_runner import run_job
+    from standin.runner import run_job
     result = run_job(payload, driver_cmd=["runner-wrapper", "executor"], workdir=Path("/tmp/w"))
     result.status, result.failure_reason, result.exit_code, result.log
 """
@@ -696,7 +696,7 @@ class _Job:
         return c
 
     def run(self) -> JobResult:
-        self.line("Running with gitlab-runner (runner_wrapper.local_runner emulation)")
+        self.line("Running with gitlab-runner (standin.runner emulation)")
         self.line('Preparing the "custom" executor')
         failed = self.prepare()
         if failed is not None:
@@ -707,7 +707,7 @@ class _Job:
         failure: StageCall | None = None
 
         # prepare_script: on failure, nothing else runs.
-        c = self.stage("prepare_script", _script([], ['echo "Running on $(hostname) via local_runner..."'], None,
+        c = self.stage("prepare_script", _script([], ['echo "Running on $(hostname) via standin.runner..."'], None,
                                                  echo=False), "Preparing environment")
         if c.outcome != "ok":
             self.cleanup()

@@ -2,11 +2,11 @@
 
 Starts, all on 127.0.0.1 and in a temporary directory:
 
-* the GitLab stand-in (:mod:`retry_bot.gitlab.standin`) with one project whose
+* the GitLab stand-in (:mod:`standin.gitlab`) with one project whose
   ``.gitlab-ci.yml`` includes the retry-bot template and has three jobs;
 * a local runner loop that executes every pending job through
   ``runner-wrapper executor`` (GitLab Runner's custom-executor call sequence,
-  :func:`runner_wrapper.local_runner.run_job`), with real cgroups where the
+  :func:`standin.runner.run_job`), with real cgroups where the
   host allows and the psutil fallback elsewhere;
 * the retry bot (real python-gitlab over HTTP, a temporary SQLite state, a
   generated signing key shared by the wrapper and the bot).
@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 from runner_wrapper.logconfig import get_logger
 
 if TYPE_CHECKING:
-    from retry_bot.daemon import Bot
-    from retry_bot.gitlab.standin import StandIn
-    from retry_bot.gitlab.standin.cli import FailRules
-    from retry_bot.gitlab.standin.state import Job
+    from retry_bot.live.daemon import Bot
+    from standin.gitlab import StandIn
+    from standin.gitlab.cli import FailRules
+    from standin.gitlab.state import Job
 
 __all__ = ["run_demo", "DemoResult", "project_ci_yaml", "template_text", "demo_cgroup_dirs", "remove_demo_cgroups",
            "timeline_lines", "TIMELINE_WIDTH"]
@@ -258,15 +258,15 @@ def run_demo(*, out: TextIO = sys.stdout, timeout: float = 90.0, keep: bool = Fa
     and its runners, with the stand-in CLI's control endpoint, until SIGINT/SIGTERM
     (:func:`serve_drill`); ``serving`` is set once they are ready (tests).
     """
-    from retry_bot.gitlab.standin.cli import FailRules
+    from standin.gitlab.cli import FailRules
 
     keep = keep or serve
     rules = FailRules()
-    from retry_bot.actions import ActionSettings
-    from retry_bot.config import BotConfig, GitLabSettings, PollSettings
-    from retry_bot.daemon import Bot
-    from retry_bot.gitlab.standin import StandIn, collect_artifacts
-    from runner_wrapper.local_runner import run_job
+    from retry_bot.live.actions import ActionSettings
+    from retry_bot.live.config import BotConfig, GitLabSettings, PollSettings
+    from retry_bot.live.daemon import Bot
+    from standin.gitlab import StandIn, collect_artifacts
+    from standin.runner import run_job
 
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="retry-bot-demo-", dir=workdir))
@@ -433,14 +433,14 @@ def _print_summary(result: DemoResult, out: TextIO, tmp: Path, keep: bool) -> No
 def serve_drill(standin: StandIn, rules: FailRules, tmp: Path, url: str, key: str, out: TextIO,
                 serving: threading.Event | None = None) -> None:
     """Keep the stand-in and its runners up, with the control endpoint, until SIGINT/SIGTERM."""
-    from retry_bot.gitlab.standin.cli import ControlServer, drill_bot_config, write_info
+    from standin.gitlab.cli import ControlServer, drill_bot_config, write_info
 
     cfg = drill_bot_config(tmp, url, standin.token, "demo/app", signing=(KEY_ID, key))
     control = ControlServer(standin, rules, project="demo/app").start()
     info = write_info(tmp / "standin.json", url=url, token=standin.token, project="demo/app",
                       control_url=control.url, control_token=control.token)
     state = f"sqlite:///{tmp / 'state.sqlite3'}"
-    s = "python -m retry_bot.gitlab.standin"
+    s = "python -m standin.gitlab"
     print(f"""
 fault drill: the stand-in ({url}) and its runners keep running; Ctrl-C ends them.
   export STANDIN_INFO={info}

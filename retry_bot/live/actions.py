@@ -81,7 +81,7 @@ from retry_bot.state import ActionIntent, LeadershipLost, StateError
 from runner_wrapper.logconfig import get_logger
 
 if TYPE_CHECKING:
-    from retry_bot.metrics import BotMetrics
+    from retry_bot.live.metrics import BotMetrics
     from retry_bot.state import Store
 
 __all__ = ["ActionRequest", "ActionRunner", "ActionSettings", "Outcome", "RequestKind", "TEMPLATE_BRIDGE",

@@ -35,7 +35,7 @@ import yaml
 from retry_bot.gitlab.cisyntax import (
     GLOBAL_KEYWORDS, CiConfigError, ExtendsResolver, deep_merge, parse_yaml, resolve_references,
 )
-from retry_bot.gitlab.standin.expressions import ExpressionError, evaluate
+from retry_bot.gitlab.expressions import ExpressionError, evaluate
 
 __all__ = [
     "CiConfigError",

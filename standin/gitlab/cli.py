@@ -2,13 +2,13 @@
 
 A fault drill an admin can run by hand (docs/standin.md, "Fault drill")::
 
-    python -m retry_bot.gitlab.standin serve --info drill/standin.json &     # GitLab + 2 runners
+    python -m standin.gitlab serve --info drill/standin.json &     # GitLab + 2 runners
     export STANDIN_INFO=drill/standin.json
-    python -m retry_bot.gitlab.standin fail --job build --preset oom --times 2
-    python -m retry_bot.gitlab.standin pipeline
+    python -m standin.gitlab fail --job build --preset oom --times 2
+    python -m standin.gitlab pipeline
     retry-bot run --config drill/bot.toml &                                   # the real bot
     kill -KILL %2 ; retry-bot run --config drill/bot.toml &                   # SIGKILL, restart
-    python -m retry_bot.gitlab.standin check       # no job retried or re-created twice
+    python -m standin.gitlab check       # no job retried or re-created twice
     retry-bot state check --state sqlite:///.../state.sqlite3                 # no open intent
 
 ``serve`` starts the stand-in, ``--runners`` runner loops (each job succeeds after
@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from urllib.parse import parse_qs, urlsplit
 
 if TYPE_CHECKING:
-    from retry_bot.gitlab.standin.server import StandIn
-    from retry_bot.gitlab.standin.state import Job
+    from standin.gitlab.server import StandIn
+    from standin.gitlab.state import Job
 
 __all__ = ["FailRules", "ControlServer", "PRESETS", "RUNNER_FAILURE_REASONS", "main", "write_info",
            "drill_bot_config"]
@@ -140,7 +140,7 @@ def shell_executor(seconds: float, timeout: float = 120.0) -> Callable[[dict[str
     import subprocess
     import tempfile
 
-    from retry_bot.gitlab.standin.payload import collect_artifacts
+    from standin.gitlab.payload import collect_artifacts
 
     def run(payload: dict[str, Any]) -> dict[str, Any]:
         started = time.monotonic()
@@ -236,7 +236,7 @@ class ControlServer:
 
     def answer(self, method: str, path: str, query: Mapping[str, list[str]], body: Any) -> tuple[int, Any]:
         """One control request -> ``(status, JSON)``; pure dispatch over the stand-in's Python API."""
-        from retry_bot.gitlab.standin import Fault
+        from standin.gitlab import Fault
 
         s = self.standin
         if method == "GET" and path == "/control/jobs":
@@ -381,7 +381,7 @@ def _load_info(path: str | None) -> dict[str, Any]:
         info = json.loads(Path(where).read_text())
     except OSError as exc:
         raise ControlError(f"cannot read the stand-in's info file {where}: {exc.strerror or exc} "
-                           f"(start one with: python -m retry_bot.gitlab.standin serve --info {where})") from None
+                           f"(start one with: python -m standin.gitlab serve --info {where})") from None
     except ValueError:
         raise ControlError(f"{where} is not a stand-in info file (JSON)") from None
     if not isinstance(info, dict) or not info.get("control_url") or not info.get("control_token"):
@@ -408,8 +408,8 @@ def _call(info: Mapping[str, Any], method: str, path: str, body: Any = None) -> 
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from retry_bot.gitlab.standin.ciconfig import CiConfigError
-    from retry_bot.gitlab.standin.server import StandIn
+    from standin.gitlab.ciconfig import CiConfigError
+    from standin.gitlab.server import StandIn
 
     try:
         config: Any = args.ci_config.read_text() if args.ci_config else DRILL_CI_CONFIG
@@ -419,7 +419,7 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.runners <= 16:
         print(f"--runners {args.runners}: from 0 to 16", file=sys.stderr)
         return 2
-    from retry_bot.demo import TEMPLATE_PATH, template_text
+    from standin.demo import TEMPLATE_PATH, template_text
 
     standin = StandIn(port=args.port, token=args.token)
     try:
@@ -532,9 +532,9 @@ def _check(args: argparse.Namespace, info: Mapping[str, Any]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from retry_bot.gitlab.standin.server import DEFAULT_TOKEN
+    from standin.gitlab.server import DEFAULT_TOKEN
 
-    p = argparse.ArgumentParser(prog="python -m retry_bot.gitlab.standin",
+    p = argparse.ArgumentParser(prog="python -m standin.gitlab",
                                 description="Run the GitLab stand-in, and drive it while a real bot runs "
                                             "(fault drills; docs/standin.md).")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -587,7 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
-        # The original form (python -m retry_bot.gitlab.standin --ci-config FILE): no runner loops.
+        # The original form (python -m standin.gitlab --ci-config FILE): no runner loops.
         argv = ["serve", "--runners", "0", *argv]
     args = build_parser().parse_args(argv)
     if args.command == "serve":

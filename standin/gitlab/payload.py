@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from retry_bot.gitlab.standin.state import GitLabState
+from standin.gitlab.state import GitLabState
 
 __all__ = ["build_payload", "collect_artifacts", "payload_variables"]
 

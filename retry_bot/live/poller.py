@@ -14,7 +14,7 @@ For every watched project (configured, or every project of configured groups):
    signed usage record in it; classify; read the lineage; gather the job's
    context (the reads :func:`~retry_bot.decide.next_read` asks for: newer
    pipelines, the branch head, the job's definition); decide once; record.
-4. carry the decision out through :class:`~retry_bot.actions.ActionRunner`
+4. carry the decision out through :class:`~retry_bot.live.actions.ActionRunner`
    (intent first, exactly once), or only log it in dry-run mode.
 
 Every cycle also drives open intents (resizes waiting for their child
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
-from retry_bot.actions import ActionRequest, ActionRunner, Outcome, RequestKind
+from retry_bot.live.actions import ActionRequest, ActionRunner, Outcome, RequestKind
 from retry_bot.classify import classify, extract_verified_record, facts_from_job_json
 from retry_bot.decide import ClassUsage, Decision, NextRead, decide, next_read, resize_in_place
 from retry_bot.gitlab.client import GitLabApiError, GitLabClient, GraphQLSchemaError, NotFound, parse_time
@@ -51,7 +51,7 @@ from runner_wrapper.logconfig import get_logger
 
 if TYPE_CHECKING:
     from retry_bot.classify import Taxonomy
-    from retry_bot.metrics import BotMetrics
+    from retry_bot.live.metrics import BotMetrics
     from retry_bot.policy import Policy
     from retry_bot.state import Store
     from runner_wrapper.record import UsageRecord

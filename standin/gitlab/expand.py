@@ -8,7 +8,7 @@ followed by no name (``$(``, ``$ ``, a trailing ``$``) is left as it is, and a
 name is the **last** variable of that name (a file variable: its path).
 
 There is one transcription of that code, in the runner emulation
-(:mod:`runner_wrapper.local_runner`, which cites the sources); this module gives the
+(:mod:`standin.runner`, which cites the sources); this module gives the
 stand-in's callers its names, so the bot's byte-for-byte proof and the demo's runner
 cannot expand differently.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from runner_wrapper.local_runner import _variables_get, expand_variables, go_expand
+from standin.runner import _variables_get, expand_variables, go_expand
 
 __all__ = ["go_os_expand", "runner_get", "runner_expand"]
 

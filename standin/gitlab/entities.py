@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retry_bot.gitlab.standin.state import GitLabState, Job, Pipeline, Project, User, iso
+from standin.gitlab.state import GitLabState, Job, Pipeline, Project, User, iso
 
 __all__ = ["user_json", "project_json", "pipeline_basic", "pipeline_detail", "job_json", "bridge_json",
            "group_json"]

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import unquote, urlencode
 
-from retry_bot.gitlab.standin import entities
+from standin.gitlab import entities
 from retry_bot.isotime import parse_iso_time
-from retry_bot.gitlab.standin.ciconfig import CiConfigError, PipelineFiltered, load_config, merged_yaml, plan_pipeline
-from retry_bot.gitlab.standin.state import (
+from standin.gitlab.ciconfig import CiConfigError, PipelineFiltered, load_config, merged_yaml, plan_pipeline
+from standin.gitlab.state import (
     JOB_STATUSES,
     ROLES,
     BadRequest,
@@ -262,7 +262,7 @@ def list_protected_branches(req: Request, project: str) -> Response:
 def list_project_hooks(req: Request, project: str) -> Response:
     """``GET /projects/:id/hooks`` (G lib/api/project_hooks.rb: ``read_web_hook``, i.e. Maintainer,
     G app/policies/project_policy.rb ``can?(:admin_project)``; G lib/api/entities/project_hook.rb)."""
-    from retry_bot.gitlab.standin.hooks import project_hook_json
+    from standin.gitlab.hooks import project_hook_json
 
     _require(req, "maintainer")
     proj = req.state.project(project)
@@ -273,7 +273,7 @@ def list_project_hooks(req: Request, project: str) -> Response:
 def add_project_hook(req: Request, project: str) -> Response:
     """``POST /projects/:id/hooks`` (``admin_web_hook``: Maintainer): ``url`` required, ``token`` is
     stored and not returned, event switches as booleans (G lib/api/project_hooks.rb)."""
-    from retry_bot.gitlab.standin.hooks import HOOK_EVENTS, add_project_hook as add
+    from standin.gitlab.hooks import HOOK_EVENTS, add_project_hook as add
 
     _require(req, "maintainer")
     url = req.arg("url")
