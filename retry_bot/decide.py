@@ -46,10 +46,11 @@ run with what is known so far), the poller makes it and asks again, then calls
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Callable
+from typing import Any, Callable, ParamSpec, TypeVar
 
 from retry_bot.isotime import aware, parse_iso_time
 from retry_bot.model import (LINEAGE_ACTIONS, ORIGIN, Classification, Family, JobContext, JobFacts, LineageAttempt,
@@ -185,6 +186,19 @@ def decide(
                     predicted_memory_bytes, context, now).run()[0]
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _same_arguments_as(fn: Callable[_P, Any]) -> Callable[[Callable[..., _R]], Callable[_P, _R]]:
+    """Give the decorated function ``fn``'s parameters, for type checkers (one signature, not two copies)."""
+    return lambda impl: impl  # type: ignore[return-value]
+
+
+#: decide()'s parameters, in _Decider's order: next_read() binds its arguments with them.
+_DECIDE_PARAMETERS = inspect.signature(decide)
+
+
 @dataclass(frozen=True)
 class NextRead:
     """The next GitLab read the decision waits for (:func:`next_read`)."""
@@ -196,18 +210,8 @@ class NextRead:
     would: Decision
 
 
-def next_read(
-    facts: JobFacts,
-    classification: Classification,
-    lineage: Sequence[LineageAttempt],
-    policy: Policy,
-    class_usage: ClassUsage,
-    *,
-    record: UsageRecord | None = None,
-    predicted_memory_bytes: int | None = None,
-    context: JobContext = JobContext(),
-    now: datetime | None = None,
-) -> NextRead | None:
+@_same_arguments_as(decide)
+def next_read(*args: Any, **kwargs: Any) -> NextRead | None:
     """The first read not in ``context.read`` that :func:`decide`'s outcome may depend on, or ``None``.
 
     Same arguments as :func:`decide`.  A read is asked for only when the decision
@@ -216,8 +220,9 @@ def next_read(
     definition only matter for a resize; the definition only when the job is
     re-created, not re-run in place).  ``None``: no read can change the action.
     """
-    decision, needs = _Decider(facts, classification, lineage, policy, class_usage, record,
-                               predicted_memory_bytes, context, now).run(stop_at_unread=True)
+    bound = _DECIDE_PARAMETERS.bind(*args, **kwargs)
+    bound.apply_defaults()
+    decision, needs = _Decider(*bound.arguments.values()).run(stop_at_unread=True)
     return None if needs is None else NextRead(needs, decision)
 
 
