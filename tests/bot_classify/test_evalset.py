@@ -51,6 +51,7 @@ HELDOUT = tomllib.loads((DATA / "heldout-b.toml").read_text("utf-8"))["case"]
 HELDOUT_C = tomllib.loads((DATA / "heldout-c.toml").read_text("utf-8"))["case"]
 HELDOUT_D = tomllib.loads((DATA / "heldout-d.toml").read_text("utf-8"))["case"]
 HELDOUT_E = tomllib.loads((DATA / "heldout-e.toml").read_text("utf-8"))["case"]
+HELDOUT_F = tomllib.loads((DATA / "heldout-f.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -68,9 +69,9 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
     assert not {c["source"] for c in HELDOUT_A + HELDOUT} & {c["source"] for c in CASES}
     assert not {c["source"] for c in HELDOUT} & {c["source"] for c in TUNING + HELDOUT_A}
     assert not {c["source"] for c in HELDOUT_C} & {c["source"] for c in CASES + TUNING + HELDOUT_A + HELDOUT}
-    # D and E (each collected blind, after the splits before it were read) reuse no thread or excerpt
+    # D, E and F (each collected blind, after the splits before it were read) reuse no thread or excerpt
     earlier = CASES + TUNING + HELDOUT_A + HELDOUT + HELDOUT_C
-    for later in (HELDOUT_D, HELDOUT_E):
+    for later in (HELDOUT_D, HELDOUT_E, HELDOUT_F):
         assert len(later) >= 90
         for c in later:
             assert c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
@@ -105,7 +106,7 @@ def test_score_script_runs_on_every_split(capsys):
         sys.argv = argv
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e"):
+    for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e", "heldout-f"):
         assert out.count(split) >= 1 and "right" in out
 
 
