@@ -48,6 +48,12 @@ POSITIVE = [
      "build_error", "generic-compiler-diagnostic", Action.NONE, {}),
     (b"e: /home/ci/app/src/main/kotlin/Main.kt: (7, 3): Unresolved reference: launch\n",
      "build_error", "generic-compiler-diagnostic", Action.NONE, {}),
+    (TS + b"vet: ./internal/cache/lru.go:57:3: unreachable code\n",
+     "build_error", "generic-compiler-diagnostic", Action.NONE, {}),
+    (TS + b"ledger/models.py:14:80: E501 line too long (97 > 79 characters)\n",
+     "build_error", "generic-lint-finding", Action.NONE, {}),
+    (b"/builds/acme/web/src/cart.js:12:5: 'total' is assigned a value but never used. [Error/no-unused-vars]\n",
+     "build_error", "generic-lint-finding", Action.NONE, {}),
     (b'File "src/lexer.ml", line 120, characters 8-21:\n120 |   | Some tok -> emit tok\n'
      b"              ^^^^^^^^^^^^^\nError: This expression has type token but an expression was expected of type unit\n",
      "build_error", "generic-ocaml-diagnostic", Action.NONE, {}),
@@ -71,6 +77,7 @@ POSITIVE = [
      "oom", "sigkill-any-tool", Action.RESIZE, {}),
     (b"ccache: compiler terminated by signal 9\n", "oom", "sigkill-any-tool", Action.RESIZE, {}),
     (b"Task failed: the worker process exited with signal SIGKILL\n", "oom", "sigkill-any-tool", Action.RESIZE, {}),
+    (b"FAILED: the rollup worker (pid 4121) got signal 9\n", "oom", "sigkill-any-tool", Action.RESIZE, {}),
     (b"[build] clang++ returned 137\n", "oom", "sigkill-any-tool", Action.RESIZE, {}),
     (b"  1: 0x7f3a10 node::OOMErrorHandler(char const*, v8::OOMDetails const&) [/opt/hostedtoolcache/node/bin/node]\n"
      b"  2: 0xc4e2b0 v8::Utils::ReportOOMFailure(v8::internal::Isolate*, char const*) [node]\n",
@@ -133,6 +140,10 @@ NEAR_MISSES = [
     (b"# shellcheck disable=SC2086 (see SC2086 on the wiki)\n", "generic-lint-finding", None, {}),
     # neighbours of signal 9 and of 137
     (b"worker exited with signal 15\n", "sigkill-any-tool", None, {}),
+    (b"handler for signal 97 installed\n", "sigkill-any-tool", None, {}),
+    (b"timeout: sending SIGKILL after 10s grace\n", "sigkill-any-tool", None, {}),
+    (TS + b"vet: ./internal/cache/lru.go: no Go files\n", "generic-compiler-diagnostic", None, {}),
+    (b"/builds/acme/web/src/cart.js:12:5: 'x' is unused. [Warning/no-unused-vars]\n", "generic-lint-finding", None, {}),
     (b"ccache: compiler terminated by signal 90\n", "sigkill-any-tool", None, {}),
     (b"Error: Process completed with exit code 1370.\n", "sigkill-any-tool", None, {}),
     (b"query returned 1375 rows\n", "sigkill-any-tool", None, {}),
