@@ -70,6 +70,22 @@ POSITIVE = [
     (b"  2) test refunds a payment (Shop.RefundTest)\n     test/refund_test.exs:30\n     Assertion with === failed\n",
      "build_error", "generic-test-assertion", Action.NONE, {}),
     (b"Summary: 2 of 48 tests failed.\n", "build_error", "generic-test-assertion", Action.NONE, {}),
+    (b"assertion `left == right` failed\n"
+     b"  left: 3\n right: 0\n", "build_error", "generic-test-assertion", Action.NONE, {}),
+    (b"bench: tests/check_heap.c:41: run_case: Assertion `heap_size(h) == 0' failed.\nAborted (core dumped)\n",
+     "build_error", "generic-test-assertion", Action.NONE, {}),
+    (b"org.opentest4j.AssertionFailedError: expected: <200> but was: <404>\n", "build_error", "generic-test-assertion",
+     Action.NONE, {}),
+    (b"  \xe2\x97\x8f checkout \xe2\x80\xba uses the cart currency\n\n    Expected: \"EUR\"\n    Received: \"USD\"\n",
+     "build_error", "generic-expected-received", Action.NONE, {}),
+    (b'Exception in thread "main" java.lang.IllegalStateException: schema version 7 is not supported\n'
+     b"\tat com.acme.migrate.Main.run(Main.java:44)\n", "build_error", "generic-uncaught-exception", Action.NONE, {}),
+    (b"lib/tasks/seed.rb:12:in `block in load': undefined method `name' for nil:NilClass (NoMethodError)\n",
+     "build_error", "generic-uncaught-exception", Action.NONE, {}),
+    (b"panic: assignment to entry in nil map\n\ngoroutine 1 [running]:\nmain.main()\n\t/src/cmd/gen/main.go:31 +0x1d\n",
+     "build_error", "generic-uncaught-exception", Action.NONE, {}),
+    (TS + b"  py/app/helpers.py:93: error: Unused \"type: ignore\" comment  [unused-ignore]\n",
+     "build_error", "generic-compiler-diagnostic", Action.NONE, {}),
     # --- 2. SIGKILL in any tool's wording -> oom (weak), resized
     (b"error: index-pack died of signal 9\nfatal: fetch-pack: invalid index-pack output\n",
      "oom", "sigkill-any-tool", Action.RESIZE, {}),
@@ -168,6 +184,10 @@ NEAR_MISSES = [
     # ctest's ordinary failures are not time limits; no failed test is not a failure
     (b"The following tests FAILED:\n\t 15 - parser_fuzz (Failed)\n", "test-harness-timeout-listed", None, {}),
     (b"Summary: 0 of 48 tests failed.\n", "generic-test-assertion", None, {}),
+    (b"    Expected: 3 replicas to become ready\n", "generic-expected-received", None, {}),
+    (b"assertion checks passed\n", "generic-test-assertion", None, {}),
+    (b"Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space\n", "generic-uncaught-exception", "oom", {}),
+    (b"goroutine 7 [select]:\n", "generic-uncaught-exception", None, {}),
     # V8 frames of an ordinary crash
     (b"  1: 0x7f3a10 node::Abort() [node]\n", "v8-oom-handler-frame", None, {}),
 ]
