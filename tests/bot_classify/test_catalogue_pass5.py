@@ -109,6 +109,10 @@ POSITIVE = [
     (b"error: cannot lock ref 'refs/remotes/origin/release/2.4': is at 1f2e3d4c5b6a79808f7e6d5c4b3a2918171615aa "
      b"but expected 9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b\n",
      "infrastructure", "git-ref-lock-race", Action.RETRY, {}),
+    (b"Upload progress: 41%\nA 502 status code has been received, will attempt to retry the upload\n",
+     "infrastructure", "http-5xx-any-wording", Action.RETRY, {}),
+    (b"  failed to get 200 response from `https://static.crates.io/crates/serde/1.0.197/download`, got 503\n",
+     "infrastructure", "http-5xx-any-wording", Action.RETRY, {}),
     (b"Error: Could not reach any registry endpoint\n", "infrastructure", "registry-unreachable-legacy", Action.RETRY, {}),
     (b"[ERROR] Failed to execute goal on project core: Could not transfer artifact com.acme:bom:pom:2.1 from/to central "
      b"(https://repo.maven.apache.org/maven2): status code: 403, reason phrase: Forbidden (403)\n",
@@ -184,6 +188,9 @@ NEAR_MISSES = [
     # ctest's ordinary failures are not time limits; no failed test is not a failure
     (b"The following tests FAILED:\n\t 15 - parser_fuzz (Failed)\n", "test-harness-timeout-listed", None, {}),
     (b"Summary: 0 of 48 tests failed.\n", "generic-test-assertion", None, {}),
+    (b"    api_test.go:88: expected 200, got 500\n", "http-5xx-any-wording", None, {}),
+    (b"E       assert response.status_code == 503\n", "http-5xx-any-wording", None, {}),
+    (b"HTTP 5000 connections served\n", "http-5xx-any-wording", None, {}),
     (b"    Expected: 3 replicas to become ready\n", "generic-expected-received", None, {}),
     (b"assertion checks passed\n", "generic-test-assertion", None, {}),
     (b"Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space\n", "generic-uncaught-exception", "oom", {}),
