@@ -109,9 +109,9 @@ POSITIVE = [
     (b"error: cannot lock ref 'refs/remotes/origin/release/2.4': is at 1f2e3d4c5b6a79808f7e6d5c4b3a2918171615aa "
      b"but expected 9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b\n",
      "infrastructure", "git-ref-lock-race", Action.RETRY, {}),
-    (b"Upload progress: 41%\nA 502 status code has been received, will attempt to retry the upload\n",
+    (b"error: fetching the package index failed: HTTP 503\n",
      "infrastructure", "http-5xx-any-wording", Action.RETRY, {}),
-    (b"  failed to get 200 response from `https://static.crates.io/crates/serde/1.0.197/download`, got 503\n",
+    (b"helm: pulling chart: the repository answered with response code 502 after 3 attempts\n",
      "infrastructure", "http-5xx-any-wording", Action.RETRY, {}),
     (b"Error: Could not reach any registry endpoint\n", "infrastructure", "registry-unreachable-legacy", Action.RETRY, {}),
     (b"[ERROR] Failed to execute goal on project core: Could not transfer artifact com.acme:bom:pom:2.1 from/to central "
