@@ -113,9 +113,11 @@ def test_score_script_runs_on_every_split(capsys):
 #: Right-decision floors per split (all tuning data now): a later rule must not quietly give back
 #: what the general pass reached (docs/taxonomy.md, "Evaluation set", has the measured figures).
 #: Held-out D became tuning data after it was scored once at 5c6641f (83.5 %); the fourth pass
-#: reached 97/97 on it; its floor leaves room to trade one case.
+#: reached 97/97 on it; its floor leaves room to trade one case. Held-out E was scored once before
+#: it was read (84.9 % after the fourth pass); the fifth pass's general mechanisms reached 92/93, and
+#: its floor is one case less (91/93).
 DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
-                   "heldout-d": 0.97}
+                   "heldout-d": 0.97, "heldout-e": 0.978}
 
 
 def test_every_split_keeps_its_decision_floor(taxonomy):
