@@ -81,6 +81,15 @@ class PredictionSettings:
     prior_spread: float = 0.12
     #: How many runs' worth of weight the prior spread carries.
     prior_weight: float = 4.0
+    #: Hierarchical prior of the spread (empirical Bayes): a key's prior is the pooled spread of
+    #: its package's keys at the same level (other versions / compilers / variants), shrunk toward
+    #: the farm-wide pooled spread of that level by sibling_weight runs' worth (0: off, prior_spread
+    #: alone).  The pools forget with these memories (in runs).
+    sibling_weight: float = 5.0
+    sibling_memory_runs: float = 200.0
+    farm_memory_runs: float = 2000.0
+    #: Keys whose level used has fewer runs than this are calibrated in a class of their own.
+    prior_runs: int = 5
     #: Floor of the observed spread (no build is perfectly reproducible).
     min_spread: float = 0.03
     #: Centre trackers per key level: time-decayed means of log(peak) with these half-lives,
@@ -166,6 +175,10 @@ _NUMERIC: dict[str, tuple[type, float, float]] = {
     "max_margin": (float, 1.0, 100.0),
     "prior_spread": (float, 0.0, 5.0),
     "prior_weight": (float, 0.0, 1000.0),
+    "sibling_weight": (float, 0.0, 1000.0),
+    "sibling_memory_runs": (float, 1.0, 1e7),
+    "farm_memory_runs": (float, 1.0, 1e7),
+    "prior_runs": (int, 0, 10_000),
     "min_spread": (float, 0.0, 5.0),
     "tracker_rate": (float, 0.001, 1.0),
     "tracker_min_runs": (float, 0.0, 1000.0),
