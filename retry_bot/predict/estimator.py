@@ -335,6 +335,17 @@ def _spread(st: _Stats, settings: PredictionSettings, prior: float | None = None
     return max(s_eff, settings.min_spread) * math.sqrt(1.0 + 1.0 / max(st.n, 1e-9))
 
 
+def _min_runs(level: int, settings: PredictionSettings) -> int:
+    """Runs the level used needs before its key gets a limit: ``limit_min_runs``, or
+    ``limit_min_runs_other_builds`` for a Spack level that does not name the version and the
+    variants (the job's own build never seen: its size is other builds' of the package, which can
+    differ by any factor)."""
+    names = settings.keys.levels[level]
+    if "package" in names and not ("version" in names and "variants" in names):
+        return max(settings.limit_min_runs, settings.limit_min_runs_other_builds)
+    return settings.limit_min_runs
+
+
 def _parent(levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]],
             settings: PredictionSettings) -> LevelHistory | None:
     """The package's own level value among ``levels`` (else the least specific one): where siblings pool."""
@@ -691,9 +702,9 @@ def estimate(
             specific = max(specific, float(o.memory_peak_bytes or 0.0))
     specific *= 1.0 + settings.limit_margin
     mlim: float | None = max(upper, by_max, specific, floor, ref_floor)
-    if st.count < settings.limit_min_runs:
-        # too few runs of the level used to know its spread: no limit, as without history
-        # (the request is still the typical use); the runner's default limit applies
+    if st.count < _min_runs(idx, settings):
+        # too few runs of the level used: no limit, as without history (the request is still the
+        # typical use); the runner's default limit applies
         mlim = None
     mreq = st.mem_mean * settings.memory_request_factor
     if mlim is not None:

@@ -55,7 +55,7 @@ class PredictionSettings:
     #: The largest recent peak (within two half-lives) is a floor of the base and of the limit
     #: (x 1 + limit_margin).  Off: only the learned margin over the quantile decides, so the
     #: OOM budget can also thin the limits of noisy keys.
-    recent_max_floor: bool = True
+    recent_max_floor: bool = False
     #: The margin over that base is learned from the residuals log(peak / base) of past
     #: runs (how far real peaks went beyond the model), per fallback level and trust: the
     #: margin m minimising base * exp(m) + K * P(residual > m), K = oom_cost x the mean peak
@@ -108,7 +108,10 @@ class PredictionSettings:
     mode_min_runs: int = 8
     #: A job whose level used has fewer trusted runs than this gets no memory limit (as a job
     #: without history: the runner's default limit applies); its request is still predicted.
-    limit_min_runs: int = 5
+    #: With the hierarchical spread prior one run is enough for the job's own package version and
+    #: variants; a level that does not name both (a build never seen) needs limit_min_runs_other_builds.
+    limit_min_runs: int = 1
+    limit_min_runs_other_builds: int = 3
     #: After an OOM kill at limit L, the need is > L: the next limit is at least
     #: max(L x oom_bump_ratio, L + oom_min_bump_bytes) (VPA's rule), remembered this long.
     oom_bump_ratio: float = 1.2
@@ -186,6 +189,7 @@ _NUMERIC: dict[str, tuple[type, float, float]] = {
     "mode_gap": (float, 0.0, 100.0),
     "mode_min_runs": (int, 4, 10_000),
     "limit_min_runs": (int, 0, 10_000),
+    "limit_min_runs_other_builds": (int, 0, 10_000),
     "oom_bump_ratio": (float, 1.0, 10.0),
     "oom_min_bump_bytes": (int, 0, 2**50),
     "oom_memory_hours": (float, 0.0, 1e6),
