@@ -80,7 +80,7 @@ class PredictionSettings:
     #: Spread (sd of log peak) assumed where history is short; blended with what is observed.
     prior_spread: float = 0.12
     #: How many runs' worth of weight the prior spread carries.
-    prior_weight: float = 4.0
+    prior_weight: float = 10.0
     #: Hierarchical prior of the spread (empirical Bayes): a key's prior is the pooled spread of
     #: its package's keys at the same level (other versions / compilers / variants), shrunk toward
     #: the farm-wide pooled spread of that level by sibling_weight runs' worth (0: off, prior_spread
