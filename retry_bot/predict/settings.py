@@ -48,7 +48,7 @@ class PredictionSettings:
     #: A fallback level is used once it has this many trusted runs (else the next, less specific one).
     min_samples: int = 3
     #: Memory request = decayed mean of the runs' mean memory x this.
-    memory_request_factor: float = 1.1
+    memory_request_factor: float = 1.05
     #: Memory limit, before the margin ("base"): the larger of the log-normal upper quantile
     #: limit_z spreads above the decayed mean log-peak, and the largest recent peak.
     limit_z: float = 2.0
