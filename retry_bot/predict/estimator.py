@@ -13,15 +13,18 @@ Model (all figures in :class:`Allocation.figures`):
 * **Memory limit** ``exp(centre + z x spread)``: the key's centre and predictive spread
   come from its best centre tracker (:class:`Tracker`: time-decayed means of log peak at
   several half-lives, each scored on the next run; the winner's RMS error is the spread),
-  else the sample statistics (weighted mean and spread of log peak, shrunk toward
-  ``prior_spread`` where ``n`` is small, times ``sqrt(1 + 1/n)``); a bimodal key
+  else the sample statistics (weighted mean and spread of log peak, shrunk toward the key's
+  hierarchical prior where ``n`` is small, times ``sqrt(1 + 1/n)``: the pooled spread of its
+  package's other keys at that level, shrunk toward the farm's, :func:`sibling_prior` and
+  :func:`shrunk_spread`); a bimodal key
   (:func:`upper_mode`) is sized for its upper mode with the within-mode spread.  ``z``
   minimises ``exp(z x spread) + price x P(residual > z)`` over the standardised residuals
   of past runs of the job's variability class (level, history, spread, bimodal, drifting),
   ``price`` = ``oom_cost`` x the fleet's mean peak x the OOM-budget feedback, over
   ``exp(centre)``: a kill costs as much as that many bytes of headroom.  Floors: the recent
-  max peak, the peaks of more specific levels and the job's own ref, x (1 + limit_margin).
-  No limit while the level used has fewer than ``limit_min_runs`` runs.
+  max peak (``recent_max_floor``), the peaks of more specific levels and the job's own ref,
+  x (1 + limit_margin).  No limit while the level used has fewer than ``limit_min_runs`` runs
+  (``limit_min_runs_other_builds`` for a level not naming the job's version and variants).
 * **OOM kills are censored data.** A trusted run killed at ``L`` says only
   "need > L": it never enters the peak statistics, but it puts a floor of
   ``max(L * oom_bump_ratio, L + oom_min_bump_bytes)`` under the limit for
@@ -318,7 +321,7 @@ def shrunk_spread(own: float, runs: float, prior: float, weight: float) -> float
 def sibling_prior(siblings: tuple[float, float] | None, farm_var: float, weight: float) -> float:
     """The spread a key of a package starts from: its siblings' pooled one, shrunk toward the farm's.
 
-    ``siblings`` is ``(decayed sum of squared standardised errors, decayed weight)`` of the
+    ``siblings`` is ``(decayed sum of squared one-step errors of log peak, decayed weight)`` of the
     package's other keys at the same level (other versions / compilers / variants), ``farm_var``
     the farm-wide pooled variance at that level, ``weight`` how many sibling runs' worth the farm
     figure carries.  Monotone in both.
