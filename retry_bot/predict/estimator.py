@@ -13,15 +13,18 @@ Model (all figures in :class:`Allocation.figures`):
 * **Memory limit** ``exp(centre + z x spread)``: the key's centre and predictive spread
   come from its best centre tracker (:class:`Tracker`: time-decayed means of log peak at
   several half-lives, each scored on the next run; the winner's RMS error is the spread),
-  else the sample statistics (weighted mean and spread of log peak, shrunk toward
-  ``prior_spread`` where ``n`` is small, times ``sqrt(1 + 1/n)``); a bimodal key
+  else the sample statistics (weighted mean and spread of log peak, shrunk toward the key's
+  hierarchical prior where ``n`` is small, times ``sqrt(1 + 1/n)``: the pooled spread of its
+  package's other keys at that level, shrunk toward the farm's, :func:`sibling_prior` and
+  :func:`shrunk_spread`); a bimodal key
   (:func:`upper_mode`) is sized for its upper mode with the within-mode spread.  ``z``
   minimises ``exp(z x spread) + price x P(residual > z)`` over the standardised residuals
   of past runs of the job's variability class (level, history, spread, bimodal, drifting),
   ``price`` = ``oom_cost`` x the fleet's mean peak x the OOM-budget feedback, over
   ``exp(centre)``: a kill costs as much as that many bytes of headroom.  Floors: the recent
-  max peak, the peaks of more specific levels and the job's own ref, x (1 + limit_margin).
-  No limit while the level used has fewer than ``limit_min_runs`` runs.
+  max peak (``recent_max_floor``), the peaks of more specific levels and the job's own ref,
+  x (1 + limit_margin).  No limit while the level used has fewer than ``limit_min_runs`` runs
+  (``limit_min_runs_other_builds`` for a level not naming the job's version and variants).
 * **OOM kills are censored data.** A trusted run killed at ``L`` says only
   "need > L": it never enters the peak statistics, but it puts a floor of
   ``max(L * oom_bump_ratio, L + oom_min_bump_bytes)`` under the limit for
@@ -301,12 +304,104 @@ def _choose(levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]], setting
     return None
 
 
-def _spread(st: _Stats, settings: PredictionSettings) -> float:
-    """The spread used: observed, shrunk toward the prior where history is short, times sqrt(1 + 1/n)."""
-    k = settings.prior_weight
-    s_obs = max(st.spread, settings.min_spread)
-    s_eff = math.sqrt((st.n * s_obs ** 2 + k * settings.prior_spread ** 2) / (st.n + k)) if (st.n + k) > 0 else s_obs
+def shrunk_spread(own: float, runs: float, prior: float, weight: float) -> float:
+    """The key's spread (sd of log peak) from ``own`` (observed over ``runs`` runs) and a ``prior``.
+
+    Empirical Bayes on the variance: ``runs - 1`` degrees of freedom of the key's own against
+    ``weight`` runs' worth of the prior, ``sqrt(((runs-1) own^2 + weight prior^2) / (runs-1+weight))``,
+    and never below ``own`` (a few steady runs do not make a key steadier than it was seen to be).
+    Tends to ``own`` as runs accrue; grows with ``prior``.
+    """
+    dof = max(runs - 1.0, 0.0)
+    if dof + weight <= 0:
+        return own
+    return max(own, math.sqrt((dof * own * own + weight * prior * prior) / (dof + weight)))
+
+
+def sibling_prior(siblings: tuple[float, float] | None, farm_var: float, weight: float) -> float:
+    """The spread a key of a package starts from: its siblings' pooled one, shrunk toward the farm's.
+
+    ``siblings`` is ``(decayed sum of squared one-step errors of log peak, decayed weight)`` of the
+    package's other keys at the same level (other versions / compilers / variants), ``farm_var``
+    the farm-wide pooled variance at that level, ``weight`` how many sibling runs' worth the farm
+    figure carries.  Monotone in both.
+    """
+    ss, w = siblings if siblings is not None else (0.0, 0.0)
+    return math.sqrt((ss + weight * farm_var) / (w + weight)) if (w + weight) > 0 else math.sqrt(farm_var)
+
+
+def _spread(st: _Stats, settings: PredictionSettings, prior: float | None = None) -> float:
+    """The spread used: observed, shrunk toward ``prior`` (the hierarchical prior, else
+    ``prior_spread``) where history is short, times sqrt(1 + 1/n)."""
+    p = settings.prior_spread if prior is None else prior
+    s_eff = shrunk_spread(st.spread, st.n, p, settings.prior_weight)
     return max(s_eff, settings.min_spread) * math.sqrt(1.0 + 1.0 / max(st.n, 1e-9))
+
+
+def _min_runs(level: int, settings: PredictionSettings) -> int:
+    """Runs the level used needs before its key gets a limit: ``limit_min_runs``, or
+    ``limit_min_runs_other_builds`` for a Spack level that does not name the version and the
+    variants (the job's own build never seen: its size is other builds' of the package, which can
+    differ by any factor)."""
+    names = settings.keys.levels[level]
+    if "package" in names and not ("version" in names and "variants" in names):
+        return max(settings.limit_min_runs, settings.limit_min_runs_other_builds)
+    return settings.limit_min_runs
+
+
+def _parent(levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]],
+            settings: PredictionSettings) -> LevelHistory | None:
+    """The package's own level value among ``levels`` (else the least specific one): where siblings pool."""
+    names = settings.keys.levels
+    for i, _, h in levels:
+        if names[i] == ("package",):
+            return h
+    return levels[-1][2] if levels else None
+
+
+def _prior(index: HistoryIndex | None, levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]],
+           level: int, settings: PredictionSettings) -> float | None:
+    """The hierarchical prior spread of the key at ``level``: its package's keys, then the farm's."""
+    if index is None or settings.sibling_weight <= 0:
+        return None
+    farm = index.spread_pool.get(level)
+    farm_var = farm[0] / farm[1] if farm and farm[1] >= 1.0 else settings.prior_spread ** 2
+    parent = _parent(levels, settings)
+    sib = parent.spreads.get(level) if parent is not None and parent.spreads else None
+    return sibling_prior(None if sib is None else (sib[0], sib[1]), farm_var, settings.sibling_weight)
+
+
+def _pool_spread(index: HistoryIndex, levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]],
+                 x: float, settings: PredictionSettings) -> None:
+    """Add a run's one-step errors (log peak ``x`` against each level's slow mean before it) to the pools.
+
+    The squared error of a mean of ``m`` runs is ``sigma^2 (1 + 1/m)``: each is divided by that
+    to estimate the key's own ``sigma^2``, pooled (decayed) per level under the package and farm-wide.
+    """
+    if settings.sibling_weight <= 0:
+        return
+    parent = _parent(levels, settings)
+    keep_p = 1.0 - 1.0 / settings.sibling_memory_runs
+    keep_f = 1.0 - 1.0 / settings.farm_memory_runs
+    for i, _, h in levels:
+        tr = h.surprise
+        if tr is None or tr.at is None:
+            continue
+        j = len(tr.sw) - 1  # the slowest tracker: the key's mean
+        m = tr.sw[j]
+        if m <= 0:
+            continue
+        e = max(-2.0, min(2.0, x - tr.sx[j] / m))
+        v = e * e / (1.0 + 1.0 / m)
+        if parent is not None:
+            if parent.spreads is None:
+                parent.spreads = {}
+            acc = parent.spreads.setdefault(i, [0.0, 0.0])
+            acc[0] = acc[0] * keep_p + v
+            acc[1] = acc[1] * keep_p + 1.0
+        acc = index.spread_pool.setdefault(i, [0.0, 0.0])
+        acc[0] = acc[0] * keep_f + v
+        acc[1] = acc[1] * keep_f + 1.0
 
 
 def _static_bucket(nbytes: float) -> int:
@@ -318,6 +413,8 @@ def _group(level: int, st: _Stats, h: LevelHistory | None = None,
            settings: PredictionSettings = DEFAULT_SETTINGS) -> int:
     """Calibration group: fallback level (exact / near / package-wide), history length, spread."""
     lv = 0 if level == 0 else (1 if level <= 2 else 2)
+    if st.count < settings.prior_runs:  # few runs: the spread is mostly the hierarchical prior
+        return 300 + lv * 4 + min(st.count, 4) - 1
     if st.top is not None:  # bimodal keys' residuals (against their upper mode) are a class of their own
         return 100 + lv
     sp = 0 if st.spread < 0.07 else (1 if st.spread < 0.14 else (2 if st.spread < 0.28 else 3))
@@ -396,12 +493,14 @@ def _track(h: LevelHistory, obs: Observation, settings: PredictionSettings) -> N
     h.surprise.update(math.log(obs.memory_peak_bytes), obs.at, settings)
 
 
-def _centre_scale(h: LevelHistory, st: _Stats, settings: PredictionSettings) -> tuple[float, float, int]:
+def _centre_scale(h: LevelHistory, st: _Stats, settings: PredictionSettings,
+                  prior: float | None = None) -> tuple[float, float, int]:
     """The level's centre (log bytes) and predictive spread: its best tracker's, else the sample statistics'.
 
-    The third value is the tracker used (``-1``: the sample statistics).
+    ``prior`` is the hierarchical prior spread (:func:`_prior`).  The third value is the tracker
+    used (``-1``: the sample statistics).
     """
-    s_used = _spread(st, settings)
+    s_used = _spread(st, settings, prior)
     if st.top is not None:  # bimodal: the upper mode, its spread within the mode (estimation included)
         m = st.top
         k = settings.prior_weight
@@ -428,14 +527,17 @@ def record_calibration(index: HistoryIndex, obs: Observation, trusted: bool,
         index.calibration.note_outcome(obs.is_oom, settings.oom_budget_per_100 / 100.0, settings.oom_budget_gain)
     if obs.is_oom or not obs.memory_peak_bytes:
         return
-    chosen = _choose(index.levels_for(obs.key), settings)
+    levels = index.levels_for(obs.key)
+    chosen = _choose(levels, settings)
     if chosen is not None:
         hist = chosen[2]
         st = _level_stats(hist, obs.at, settings)
-        centre, scale, _ = _centre_scale(hist, st, settings)
+        centre, scale, _ = _centre_scale(hist, st, settings, _prior(index, levels, chosen[0], settings))
         # the run's standardised residual against the model as it stood
         index.calibration.add(trusted, _group(chosen[0], st, hist, settings),
                               (math.log(obs.memory_peak_bytes) - centre) / scale)
+    if trusted:
+        _pool_spread(index, levels, math.log(obs.memory_peak_bytes), settings)
 
     if trusted and obs.static_memory_bytes:
         d = index.static_ratios.setdefault(_static_bucket(obs.static_memory_bytes), deque(maxlen=500))
@@ -586,8 +688,9 @@ def estimate(
 
     idx, values, hist = chosen
     st = _level_stats(hist, now, settings)
-    s_used = _spread(st, settings)
-    centre, scale, tracker = _centre_scale(hist, st, settings)
+    prior = _prior(index, levels, idx, settings)
+    s_used = _spread(st, settings, prior)
+    centre, scale, tracker = _centre_scale(hist, st, settings, prior)
     z, m_src = _limit_z(index, trusted, _group(idx, st, hist, settings), settings, centre, scale)
     base = math.exp(centre + settings.limit_z * scale)
     upper = math.exp(centre + z * scale)
@@ -602,9 +705,9 @@ def estimate(
             specific = max(specific, float(o.memory_peak_bytes or 0.0))
     specific *= 1.0 + settings.limit_margin
     mlim: float | None = max(upper, by_max, specific, floor, ref_floor)
-    if st.count < settings.limit_min_runs:
-        # too few runs of the level used to know its spread: no limit, as without history
-        # (the request is still the typical use); the runner's default limit applies
+    if st.count < _min_runs(idx, settings):
+        # too few runs of the level used: no limit, as without history (the request is still the
+        # typical use); the runner's default limit applies
         mlim = None
     mreq = st.mem_mean * settings.memory_request_factor
     if mlim is not None:
@@ -623,6 +726,7 @@ def estimate(
         "mean_log_peak_bytes": round(math.exp(st.mu)),
         "spread_observed": round(st.spread, 4),
         "spread_used": round(s_used, 4),
+        "spread_prior": round(prior if prior is not None else settings.prior_spread, 4),
         "centre_bytes": round(math.exp(centre)),
         "predictive_spread": round(scale, 4),
         "tracker_half_life_hours": (settings.tracker_half_lives_hours[tracker] if tracker >= 0

@@ -57,7 +57,7 @@ class Observation:
 class LevelHistory:
     """Samples and OOM bounds of one level value (e.g. ``package=hdf5 version=1.14.3``)."""
 
-    __slots__ = ("samples", "ooms", "cache", "surprise")
+    __slots__ = ("samples", "ooms", "cache", "surprise", "spreads")
 
     def __init__(self, max_samples: int):
         self.samples: deque[Observation] = deque(maxlen=max_samples)
@@ -67,6 +67,10 @@ class LevelHistory:
         #: The estimator's online centre trackers of this level value
         #: (:class:`retry_bot.predict.estimator.Tracker`), ``None`` before its first sample.
         self.surprise: Any = None
+        #: On a package's own level value: the pooled predictive spread of its keys, per fallback
+        #: level (``{level: [decayed sum of squared errors, decayed weight]}``), ``None`` before any
+        #: (the estimator's hierarchical prior for keys with few runs).
+        self.spreads: Any = None
 
 
 class Calibration:
@@ -218,6 +222,9 @@ class HistoryIndex:
         self._levels: list[dict[tuple[str, ...], LevelHistory]] = [{} for _ in keys.levels]
         self._refs: "OrderedDict[str, list[dict[tuple[str, ...], LevelHistory]]]" = OrderedDict()
         self.calibration = Calibration()
+        #: The farm-wide pooled predictive spread per fallback level, the same as
+        #: :attr:`LevelHistory.spreads` over every package (the estimator's prior of last resort).
+        self.spread_pool: dict[int, list[float]] = {}
         self._lk_cache: dict[JobKey, list[tuple[int, tuple[str, ...]]]] = {}
         #: The last trusted peaks of the whole fleet (their mean is the unit of ``oom_cost``).
         self._fleet: deque[float] = deque(maxlen=2000)
@@ -275,6 +282,15 @@ class HistoryIndex:
                     self.on_sample(h, obs)
                 h.samples.append(obs)
                 h.cache = None
+                if h.ooms:
+                    # a run above a kill's limit, after it, shows the need the kill bounded: that kill
+                    # is resolved for good (kept, it would floor the limit again once this run left
+                    # the max_samples window)
+                    peak = float(obs.memory_peak_bytes or 0.0)
+                    if any(o.at <= obs.at and float(o.oom_limit_bytes or 0.0) < peak for o in h.ooms):
+                        h.ooms = deque((o for o in h.ooms if not (o.at <= obs.at
+                                                                  and float(o.oom_limit_bytes or 0.0) < peak)),
+                                       maxlen=h.ooms.maxlen)
 
     def extend(self, observations: Iterable[tuple[Observation, bool]]) -> None:
         """Add ``(observation, trusted)`` pairs in time order."""

@@ -48,14 +48,14 @@ class PredictionSettings:
     #: A fallback level is used once it has this many trusted runs (else the next, less specific one).
     min_samples: int = 3
     #: Memory request = decayed mean of the runs' mean memory x this.
-    memory_request_factor: float = 1.1
+    memory_request_factor: float = 1.05
     #: Memory limit, before the margin ("base"): the larger of the log-normal upper quantile
     #: limit_z spreads above the decayed mean log-peak, and the largest recent peak.
     limit_z: float = 2.0
     #: The largest recent peak (within two half-lives) is a floor of the base and of the limit
     #: (x 1 + limit_margin).  Off: only the learned margin over the quantile decides, so the
     #: OOM budget can also thin the limits of noisy keys.
-    recent_max_floor: bool = True
+    recent_max_floor: bool = False
     #: The margin over that base is learned from the residuals log(peak / base) of past
     #: runs (how far real peaks went beyond the model), per fallback level and trust: the
     #: margin m minimising base * exp(m) + K * P(residual > m), K = oom_cost x the mean peak
@@ -80,7 +80,16 @@ class PredictionSettings:
     #: Spread (sd of log peak) assumed where history is short; blended with what is observed.
     prior_spread: float = 0.12
     #: How many runs' worth of weight the prior spread carries.
-    prior_weight: float = 4.0
+    prior_weight: float = 10.0
+    #: Hierarchical prior of the spread (empirical Bayes): a key's prior is the pooled spread of
+    #: its package's keys at the same level (other versions / compilers / variants), shrunk toward
+    #: the farm-wide pooled spread of that level by sibling_weight runs' worth (0: off, prior_spread
+    #: alone).  The pools forget with these memories (in runs).
+    sibling_weight: float = 5.0
+    sibling_memory_runs: float = 200.0
+    farm_memory_runs: float = 2000.0
+    #: Keys whose level used has fewer runs than this are calibrated in a class of their own.
+    prior_runs: int = 5
     #: Floor of the observed spread (no build is perfectly reproducible).
     min_spread: float = 0.03
     #: Centre trackers per key level: time-decayed means of log(peak) with these half-lives,
@@ -99,7 +108,10 @@ class PredictionSettings:
     mode_min_runs: int = 8
     #: A job whose level used has fewer trusted runs than this gets no memory limit (as a job
     #: without history: the runner's default limit applies); its request is still predicted.
-    limit_min_runs: int = 5
+    #: With the hierarchical spread prior one run is enough for the job's own package version and
+    #: variants; a level that does not name both (a build never seen) needs limit_min_runs_other_builds.
+    limit_min_runs: int = 1
+    limit_min_runs_other_builds: int = 3
     #: After an OOM kill at limit L, the need is > L: the next limit is at least
     #: max(L x oom_bump_ratio, L + oom_min_bump_bytes) (VPA's rule), remembered this long.
     oom_bump_ratio: float = 1.2
@@ -166,6 +178,10 @@ _NUMERIC: dict[str, tuple[type, float, float]] = {
     "max_margin": (float, 1.0, 100.0),
     "prior_spread": (float, 0.0, 5.0),
     "prior_weight": (float, 0.0, 1000.0),
+    "sibling_weight": (float, 0.0, 1000.0),
+    "sibling_memory_runs": (float, 1.0, 1e7),
+    "farm_memory_runs": (float, 1.0, 1e7),
+    "prior_runs": (int, 0, 10_000),
     "min_spread": (float, 0.0, 5.0),
     "tracker_rate": (float, 0.001, 1.0),
     "tracker_min_runs": (float, 0.0, 1000.0),
@@ -173,6 +189,7 @@ _NUMERIC: dict[str, tuple[type, float, float]] = {
     "mode_gap": (float, 0.0, 100.0),
     "mode_min_runs": (int, 4, 10_000),
     "limit_min_runs": (int, 0, 10_000),
+    "limit_min_runs_other_builds": (int, 0, 10_000),
     "oom_bump_ratio": (float, 1.0, 10.0),
     "oom_min_bump_bytes": (int, 0, 2**50),
     "oom_memory_hours": (float, 0.0, 1e6),

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from retry_bot.simulate.trace import AttemptAlloc, TraceJob
 
-__all__ = ["METRIC_ORDER", "compute_metrics", "format_metrics"]
+__all__ = ["METRIC_ORDER", "compute_metrics", "format_metrics", "peak_over_limit_all"]
 
 GB = 1e9
 HOUR = 3600.0
@@ -92,6 +92,27 @@ def compute_metrics(jobs: Sequence[TraceJob], allocs: Mapping[int, Sequence[Atte
         "static_reserved_mem_gb_hours": static_gbh,
         "cost_index": ratio(reserved, static_gbh),
     }
+
+
+def peak_over_limit_all(jobs: Sequence[TraceJob], allocs: Mapping[int, Sequence[AttemptAlloc]],
+                        default_limit: Callable[[TraceJob], float], warmup_frac: float = 0.0) -> float | None:
+    """``sum(peak) / sum(limit)`` over *every* successful attempt, an attempt without a limit at ``default_limit(job)``.
+
+    ``evaluate.py``'s ``mem_peak_over_limit`` sums only attempts that had a limit, so a predictor
+    that withholds limits from uncertain jobs looks tighter than the farm is: in production those
+    jobs run under the runner's default limit.  This figure counts them at that default (same
+    kill model as :func:`compute_metrics`: an attempt is killed iff its peak exceeds its limit;
+    the default limit is not applied to kills, as the replay did not impose it).
+    """
+    peak_sum = limit_sum = 0.0
+    for job in jobs[int(len(jobs) * warmup_frac):]:
+        for a in allocs[job.job_id]:
+            lim = None if a.memory_limit_bytes is None else float(a.memory_limit_bytes)
+            if job.killed(lim):
+                continue
+            peak_sum += job.memory_peak_bytes
+            limit_sum += lim if lim is not None else float(default_limit(job))
+    return peak_sum / limit_sum if limit_sum > 0 else None
 
 
 def format_metrics(metrics: Mapping[str, Any], title: str = "") -> str:
