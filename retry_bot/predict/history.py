@@ -127,27 +127,7 @@ class Calibration:
         centre: a steady key (small spread) or a large job gets a z its tail allows, a noisy
         key or a small job a wider one (the Lagrangian of the OOM budget, per job).
         """
-        for group in ((trusted, level), (trusted, -1)) if level >= 0 else ((trusted, level),):
-            srt = self._sorted.get(group)
-            if not srt or len(srt) < min_count:
-                continue
-            ck = (group, price, scale)
-            cached = self._cache.get(ck)
-            if cached is not None and cached[0] == self._version.get(group, 0):
-                return cached[1]
-            n = len(srt)
-            best, best_z = math.inf, srt[-1]
-            exp = math.exp
-            for k in range(int(n * 0.5), n):
-                z = srt[k]
-                cost = exp(z * scale) + price * (n - 1 - k) / n
-                if cost < best:
-                    best, best_z = cost, z
-            if len(self._cache) > 200_000:
-                self._cache.clear()
-            self._cache[ck] = (self._version.get(group, 0), best_z)
-            return best_z
-        return None
+        return self._argmin(trusted, level, price, scale, min_count, start=0.5)
 
     def best_margin(self, trusted: bool, level: int, price: float, min_count: int) -> float | None:
         """The log-margin m minimising ``exp(m) + price * P(residual > m)`` (cached per group).
@@ -156,24 +136,35 @@ class Calibration:
         groups whose surprises are rare get a thin margin, groups with heavy
         tails accept a few more kills rather than a huge margin for everyone.
         """
+        return self._argmin(trusted, level, price, 1.0, min_count, start=0.75)
+
+    def _argmin(self, trusted: bool, level: int, price: float, scale: float, min_count: int, *,
+                start: float) -> float | None:
+        """The residual r (from the ``start`` quantile up) minimising ``exp(r * scale) + price * P(residual > r)``.
+
+        The key's level group first, then the pooled group (``-1``) when the level has fewer than
+        ``min_count`` residuals; cached per group until the group's version moves.
+        """
         for group in ((trusted, level), (trusted, -1)) if level >= 0 else ((trusted, level),):
             srt = self._sorted.get(group)
             if not srt or len(srt) < min_count:
                 continue
-            ck = (group, price)
+            ck = (group, price, scale, start)
             cached = self._cache.get(ck)
             if cached is not None and cached[0] == self._version.get(group, 0):
                 return cached[1]
             n = len(srt)
-            best, best_m = math.inf, srt[-1]
+            best, best_r = math.inf, srt[-1]
             exp = math.exp
-            for k in range(int(n * 0.75), n):
-                m = srt[k]
-                cost = exp(m) + price * (n - 1 - k) / n
+            for k in range(int(n * start), n):
+                r = srt[k]
+                cost = exp(r * scale) + price * (n - 1 - k) / n
                 if cost < best:
-                    best, best_m = cost, m
-            self._cache[ck] = (self._version.get(group, 0), best_m)
-            return best_m
+                    best, best_r = cost, r
+            if len(self._cache) > 200_000:
+                self._cache.clear()
+            self._cache[ck] = (self._version.get(group, 0), best_r)
+            return best_r
         return None
 
     def note_outcome(self, killed: bool, budget_rate: float, gain: float) -> None:
