@@ -92,15 +92,20 @@ def clean_trace(raw: bytes) -> bytes:
 
     NUL bytes become spaces. Works on bytes, so binary traces never raise.
     """
-    t = raw
+    t = _strip_markup(raw)
+    if b"\r" in t:
+        t = _collapse_cr(t)
+    return t
+
+
+def _strip_markup(t: bytes) -> bytes:
+    """ANSI escapes and GitLab's section markers removed, NUL bytes as spaces (each only when present)."""
     if b"\x1b" in t:
         t = _ANSI_RE.sub(b"", t)
     if b"section_" in t:
         t = _SECTION_RE.sub(b"", t)
     if b"\x00" in t:
         t = t.replace(b"\x00", b" ")
-    if b"\r" in t:
-        t = _collapse_cr(t)
     return t
 
 
@@ -130,12 +135,7 @@ def _collapse_cr(t: bytes) -> bytes:
 
 def clean_line(line: bytes) -> bytes:
     """:func:`clean_trace` for one line (no ``\\n`` inside)."""
-    if b"\x1b" in line:
-        line = _ANSI_RE.sub(b"", line)
-    if b"section_" in line:
-        line = _SECTION_RE.sub(b"", line)
-    if b"\x00" in line:
-        line = line.replace(b"\x00", b" ")
+    line = _strip_markup(line)
     if b"\r" in line:
         segs = [s for s in line.split(b"\r") if s.strip()]
         line = segs[-1] if segs else b""
