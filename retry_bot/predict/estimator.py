@@ -769,26 +769,20 @@ def predict(
 
 
 def predict_for_retry(
-    index: HistoryIndex,
-    key: JobKey,
-    now: float,
+    base: Allocation,
     killed_limits: Sequence[float],
     settings: PredictionSettings = DEFAULT_SETTINGS,
-    static: StaticSize | None = None,
     clamp: Clamp = Clamp(),
-    ref: str | None = None,
-    protected: bool | None = None,
 ) -> Allocation:
     """The predictor's view for attempt ``len(killed_limits) + 1`` after OOM kills at those limits.
 
-    ``now`` is the time the *first* attempt was decided (so a retry uses the
-    same history as attempt 1).  All we know about this job's need is that it
+    ``base`` is :func:`predict`'s allocation for the job, made at the time the *first*
+    attempt was decided (so a retry uses the same history as attempt 1).  All we know about this job's need is that it
     exceeds ``max(killed_limits)``: the limit becomes at least that times
     ``retry_growth ** kills`` (and VPA's bump), the request grows with the
     square root of the limit's growth.  The policy's bump and caps are applied
     on top by the caller (``retry_bot.decide``).
     """
-    base = predict(index, key, now, settings, static, clamp, ref, protected)
     if not killed_limits:
         return base
     bound = float(max(killed_limits))
@@ -846,7 +840,8 @@ def resize_prediction(
     without trusted history for the key (the policy's bump rule alone decides then).
     Used by the live bot (``retry_bot.live.daemon.HistoryPredictor``) and the replay alike.
     """
-    alloc = predict_for_retry(index, key, now, killed_limits, settings, clamp=clamp, ref=ref, protected=protected)
+    alloc = predict_for_retry(predict(index, key, now, settings, clamp=clamp, ref=ref, protected=protected),
+                              killed_limits, settings, clamp)
     if alloc.samples <= 0:
         return None
     return int(alloc.memory_limit_bytes or alloc.memory_request_bytes)

@@ -71,7 +71,7 @@ def test_retry_view_grows_with_each_kill_and_exceeds_the_killed_limit(values, ki
     prev = 0
     seq = sorted(killed_at)
     for k in range(1, len(seq) + 1):
-        a = predict_for_retry(idx, KEY, 100 * HOUR, seq[:k])
+        a = predict_for_retry(predict(idx, KEY, 100 * HOUR), seq[:k])
         assert a.memory_limit_bytes > seq[k - 1]
         assert a.memory_limit_bytes >= prev
         prev = a.memory_limit_bytes
@@ -101,7 +101,7 @@ def predictions_over_a_mixed_history() -> list[dict]:
     unseen = JobKey.of({"package": "hdf5", "version": "9.9", "variants": "+mpi", "compiler": "gcc@12", "arch": "x86_64"})
     out = [predict(idx, k, now, static=StaticSize(4e9, 2.0)).as_dict() for k in keys + [unseen]]
     out += [predict(idx, k, now, ref="pr-3", protected=False).as_dict() for k in keys]   # an untrusted ref
-    out += [predict_for_retry(idx, k, now, [3e9, 4e9]).as_dict() for k in keys[:8]]
+    out += [predict_for_retry(predict(idx, k, now), [3e9, 4e9]).as_dict() for k in keys[:8]]
     return out
 
 

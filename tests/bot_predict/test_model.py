@@ -150,9 +150,9 @@ def test_retry_is_the_conditional_quantile_above_the_kill(over, seed):
     idx = _index([2e9 * math.exp(rng.gauss(0, 0.1)) for _ in range(20)])
     first = predict(idx, KEY, 30 * HOUR).memory_limit_bytes
     killed = first * over
-    a = predict_for_retry(idx, KEY, 30 * HOUR, [killed])
+    a = predict_for_retry(predict(idx, KEY, 30 * HOUR), [killed])
     assert a.memory_limit_bytes >= killed * DEFAULT_SETTINGS.oom_bump_ratio
-    assert a.memory_limit_bytes >= predict_for_retry(idx, KEY, 30 * HOUR, [killed / 1.01]).memory_limit_bytes
+    assert a.memory_limit_bytes >= predict_for_retry(predict(idx, KEY, 30 * HOUR), [killed / 1.01]).memory_limit_bytes
 
 
 def test_a_kill_far_in_the_tail_gets_less_than_doubling():
@@ -160,7 +160,7 @@ def test_a_kill_far_in_the_tail_gets_less_than_doubling():
     rng = random.Random(2)
     idx = _index([2e9 * math.exp(rng.gauss(0, 0.1)) for _ in range(20)])
     killed = predict(idx, KEY, 30 * HOUR).figures["centre_bytes"] * math.exp(0.4)   # ~4 spreads out
-    a = predict_for_retry(idx, KEY, 30 * HOUR, [killed])
+    a = predict_for_retry(predict(idx, KEY, 30 * HOUR), [killed])
     assert a.memory_limit_bytes < killed * DEFAULT_SETTINGS.retry_growth
     assert a.memory_limit_bytes >= killed * DEFAULT_SETTINGS.oom_bump_ratio
 
