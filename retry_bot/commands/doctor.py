@@ -133,8 +133,10 @@ def evaluate_gitlab(version: str, scopes: Sequence[str] | None, needs: PolicyNee
 def _plan_bot_pipeline(merged_yaml: str, branch: str) -> tuple[list[tuple[str, str]] | None, str]:
     """Which jobs an ``api`` pipeline with ``RETRY_BOT_CHILD_CONFIG`` would get, or why none.
 
-    Uses the stand-in's CI planner (``standin.ciconfig``: workflow:rules, rules, stages,
-    the ``.pre``/``.post`` rule), on the merged YAML GitLab returned.
+    Uses the stand-in's CI planner (``standin.gitlab.ciconfig``: workflow:rules, rules, stages,
+    the ``.pre``/``.post`` rule), on the merged YAML GitLab returned: the one place the product
+    imports the stand-in besides ``retry-bot demo``, lazily, because that planner is our tested
+    transcription of GitLab's pipeline rules and a second copy would drift from it.
     """
     from standin.gitlab.ciconfig import CiConfigError, PipelineFiltered, plan_pipeline
 
