@@ -32,3 +32,19 @@ def usage_record(job_id: int = 42, oom_kills: int = 0, exit_code: int | None = N
         started_at="2026-01-01T00:00:00Z", finished_at="2026-01-01T00:00:10Z",
         exit_code=exit_code,
     )
+
+
+def decided(trace: bytes, taxonomy, record=None, **kw):
+    """Classify ``trace`` for a failed job (``script_failure``, exit 1 unless given) with a 4Gi limit in
+    force, and decide it with the shipped default policy: ``(verdict, action)``."""
+    import dataclasses
+
+    from retry_bot.classify import classify
+    from retry_bot.decide import ClassUsage, decide
+    from retry_bot.policy import default_policy
+
+    kw.setdefault("failure_reason", "script_failure")
+    kw.setdefault("exit_code", 1)
+    f = dataclasses.replace(facts(**kw), variables={"KUBERNETES_MEMORY_LIMIT": "4Gi"})
+    verdict = classify(f, trace, taxonomy, record)
+    return verdict, decide(f, verdict, [], default_policy(), ClassUsage()).action

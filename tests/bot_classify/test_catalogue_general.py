@@ -9,23 +9,14 @@ where it matters (retry, resize, leave alone).
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
-from retry_bot.classify import classify
-from retry_bot.decide import Action, ClassUsage, decide
-from retry_bot.policy import default_policy
+from retry_bot.decide import Action
 
-from .conftest import facts
+from .conftest import decided
 
 
-def decided(trace: bytes, taxonomy, **kw):
-    kw.setdefault("failure_reason", "script_failure")
-    kw.setdefault("exit_code", 1)
-    f = dataclasses.replace(facts(**kw), variables={"KUBERNETES_MEMORY_LIMIT": "4Gi"})
-    verdict = classify(f, trace, taxonomy)
-    return verdict, decide(f, verdict, [], default_policy(), ClassUsage()).action
 
 
 # (trace, family, rule, action) -- one realistic line (or two) per message source

@@ -12,14 +12,9 @@ from retry_bot.classify import classify
 from retry_bot.decide import Action, ClassUsage, decide
 from retry_bot.policy import default_policy
 
-from .conftest import facts
+from .conftest import decided, facts
 
 
-def decided(trace: bytes, taxonomy, **kw):
-    f = facts(failure_reason="script_failure", exit_code=1, **kw)
-    f = dataclasses.replace(f, variables={"KUBERNETES_MEMORY_LIMIT": "4Gi"})
-    verdict = classify(f, trace, taxonomy)
-    return verdict, decide(f, verdict, [], default_policy(), ClassUsage()).action
 
 
 LOST = (b"The self-hosted runner: ci-runner-7 lost communication with the server. Verify the machine is "

@@ -10,23 +10,14 @@ decision the shipped policy takes is checked (retry, resize, leave alone).
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
-from retry_bot.classify import classify
-from retry_bot.decide import Action, ClassUsage, decide
-from retry_bot.policy import default_policy
+from retry_bot.decide import Action
 
-from .conftest import facts, usage_record
+from .conftest import decided, usage_record
 
 
-def decided(trace: bytes, taxonomy, record=None, **kw):
-    kw.setdefault("failure_reason", "script_failure")
-    kw.setdefault("exit_code", 1)
-    f = dataclasses.replace(facts(**kw), variables={"KUBERNETES_MEMORY_LIMIT": "4Gi"})
-    verdict = classify(f, trace, taxonomy, record)
-    return verdict, decide(f, verdict, [], default_policy(), ClassUsage()).action
 
 
 # (trace, family, rule, action, extra facts) -- realistic lines per message source

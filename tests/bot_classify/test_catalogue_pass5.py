@@ -11,23 +11,14 @@ decision the shipped policy takes is checked too.
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
-from retry_bot.classify import classify
-from retry_bot.decide import Action, ClassUsage, decide
-from retry_bot.policy import default_policy
+from retry_bot.decide import Action
 
-from .conftest import facts, usage_record
+from .conftest import decided, usage_record
 
 
-def decided(trace: bytes, taxonomy, record=None, **kw):
-    kw.setdefault("failure_reason", "script_failure")
-    kw.setdefault("exit_code", 1)
-    f = dataclasses.replace(facts(**kw), variables={"KUBERNETES_MEMORY_LIMIT": "4Gi"})
-    verdict = classify(f, trace, taxonomy, record)
-    return verdict, decide(f, verdict, [], default_policy(), ClassUsage()).action
 
 
 TS = b"2025-03-04T05:06:07.1234567Z "   # a CI system's timestamp prefix
