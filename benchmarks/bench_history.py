@@ -29,7 +29,6 @@ import http.client
 import itertools
 import json
 import math
-import os
 import random
 import sys
 import tempfile

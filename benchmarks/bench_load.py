@@ -65,7 +65,7 @@ def _standin(clock=None):
 
 def _fail_pipeline(standin, project: str, jobs: int) -> list[int]:
     """One pipeline of ``jobs`` jobs, every one failed with a runner system failure."""
-    pipe = standin.create_pipeline(project)
+    standin.create_pipeline(project)
     ids = []
     while True:
         job = standin.next_pending_job()

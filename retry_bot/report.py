@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
-import json
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
