@@ -8,12 +8,12 @@ every retry through :func:`retry_bot.decide.decide` by :class:`PolicyReplay`);
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence
+from typing import Protocol, Sequence
 
 from retry_bot.decide import ClassUsage, decide
 from retry_bot.model import Classification, Family, JobFacts, LineageAttempt
 from retry_bot.policy.load import default_policy
-from retry_bot.policy.model import Action
+from retry_bot.policy.model import Action, Policy
 from retry_bot.predict.estimator import new_index, predict, resize_prediction
 from retry_bot.predict.history import Observation
 from retry_bot.predict.settings import DEFAULT_SETTINGS, PredictionSettings
@@ -41,7 +41,7 @@ class PolicyReplay:
     limit fits (a right-sized pipeline's placement).
     """
 
-    def __init__(self, policy: Any | None = None):
+    def __init__(self, policy: Policy | None = None):
         if policy is None:
             policy = default_policy()
         self.policy = policy
@@ -175,6 +175,6 @@ def make_allocator(name: str | None, settings: PredictionSettings = DEFAULT_SETT
 
 
 
-def replay_from_policy(policy: Any | None) -> PolicyReplay:
+def replay_from_policy(policy: Policy | None) -> PolicyReplay:
     """The replay of ``policy`` (``None``: the built-in default policy)."""
     return PolicyReplay(policy)
