@@ -891,6 +891,12 @@ class Poller:
                         note="not finished within [poll] follow_max_age: no longer followed")
             if self.metrics is not None and hasattr(self.metrics, "followed_expired"):
                 self.metrics.followed_expired.inc()
+        # The claims on the bot's own pipelines (a crash guard) are kept as long as a followed job.
+        # The store stamped them with its own clock, so its clock judges their age.
+        forgotten = self.store.forget_pipelines(self.settings.follow_max_age)
+        if forgotten:
+            log.info("pipeline_claims_forgotten", count=forgotten,
+                     note="claims of settled resize intents older than [poll] follow_max_age")
         after: tuple[float, int] | None = None
         while True:
             page = self.store.followed(limit=_FOLLOW_PAGE, after=after)

@@ -957,6 +957,26 @@ class Store:
         row = self._read(lambda tx: tx.one("SELECT idempotency_key FROM bot_pipelines WHERE pipeline_id = ?", (pid,)))
         return None if row is None else str(row["idempotency_key"])
 
+    def forget_pipelines(self, max_age: float, *, now: float | None = None) -> int:
+        """Drop the claims on pipelines created more than ``max_age`` seconds before ``now``; returns how many.
+
+        A claim exists so that a crash between creating a pipeline and recording it cannot
+        create a second one (:meth:`own_pipeline`), and so that a look for such a pipeline
+        skips the pipelines of other intents.  That look only goes back to its intent's
+        start, so a claim is needed while its intent is still ``begun``; a claim of a settled
+        intent older than ``max_age`` (the poller uses ``[poll] follow_max_age_hours``)
+        serves nothing, and without this the table would grow by one row per resize forever.
+        The claims of intents still ``begun`` are kept, however old.
+        """
+        if not max_age > 0:
+            raise StateError(f"forget_pipelines: max_age must be a positive number of seconds, not {max_age!r}")
+        cutoff = (self._now() if now is None else float(now)) - float(max_age)
+        rows = self._write(lambda tx: tx.execute(
+            "DELETE FROM bot_pipelines WHERE created_at < ? AND idempotency_key NOT IN "
+            "(SELECT idempotency_key FROM actions WHERE status = 'begun') RETURNING pipeline_id", (cutoff,)),
+            fenced=True)
+        return len(rows)
+
     # ------------------------------------------------------------------ rejected records, once each
 
     def count_rejected_once(self, source: str, reason: str, fingerprint: str) -> bool:

@@ -138,6 +138,23 @@ def test_oom_job_gets_a_recreation_intent_then_a_pipeline_and_a_play_with_more_m
     assert len(gitlab.writes) == 2                    # nothing more to do
 
 
+def test_a_settled_resize_s_pipeline_claim_is_forgotten_after_follow_max_age(gitlab, bots, clock):
+    origin = failed_oom_job(gitlab)
+    bot = bots()
+    bot.poller.run_cycle()
+    gitlab.process()
+    bot.poller.run_cycle()
+    assert bot.store.get_action(f"resize:{origin['id']}").status == "completed"
+    [pipeline] = bot.store.pipelines_of(f"resize:{origin['id']}:pipeline")
+    clock.now += bot.poller.settings.follow_max_age - 60
+    bot.poller.run_cycle()
+    assert bot.store.pipeline_owner(pipeline) is not None           # younger than follow_max_age: kept
+    clock.now += 120
+    bot.poller.run_cycle()
+    assert bot.store.pipeline_owner(pipeline) is None and bot.store.stats()["bot_pipelines"] == 0
+    assert len(gitlab.writes) == 2                                  # forgetting the claim wrote nothing
+
+
 def test_a_build_error_gets_no_intent_and_no_write(gitlab, bots):
     job = gitlab.failed_job(gitlab.project_id(PROJECT), "build", trace=COMPILE_TRACE, exit_code=1)
     bot = bots()

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from retry_bot.state import FollowedJob, LeadershipLost, open_store
+from retry_bot.state import FollowedJob, LeadershipLost, StateError, open_store
 from retry_bot.state.backends import open_backend
 from retry_bot.state.schema import MIGRATIONS
 
@@ -112,6 +112,26 @@ def test_own_pipelines_first_claim_wins(store):
     assert store.pipeline_owner(700) == "resize:1:pipeline" and store.pipeline_owner(1) is None
 
 
+def test_old_claims_of_settled_intents_are_forgotten_and_begun_ones_kept(store, clock):
+    done = store.begin_action("resize:1:pipeline", 1, "create_pipeline", {})
+    store.own_pipeline(700, "resize:1:pipeline")
+    store.complete_action(done.intent_id, {"pipeline_id": 700})
+    failed = store.begin_action("resize:2:pipeline", 2, "create_pipeline", {})
+    store.own_pipeline(701, "resize:2:pipeline")
+    store.fail_action(failed.intent_id, "refused", False)
+    store.begin_action("resize:3:pipeline", 3, "create_pipeline", {})      # still begun: a crash to reconcile
+    store.own_pipeline(702, "resize:3:pipeline")
+    clock.advance(8 * 86400)
+    store.own_pipeline(703, "resize:4:pipeline")                          # recent: kept whatever its intent
+    assert store.forget_pipelines(7 * 86400) == 2
+    assert [store.pipeline_owner(p) for p in (700, 701, 702, 703)] == [
+        None, None, "resize:3:pipeline", "resize:4:pipeline"]
+    assert store.forget_pipelines(7 * 86400) == 0
+    assert store.stats()["bot_pipelines"] == 2
+    with pytest.raises(StateError, match="max_age"):
+        store.forget_pipelines(0)
+
+
 def test_rejected_records_count_once_per_fingerprint(store):
     assert store.count_rejected_once("collector", "bad_signature", "ab" * 32)
     assert not store.count_rejected_once("collector", "bad_signature", "ab" * 32)
@@ -125,7 +145,8 @@ def test_bot_state_writes_are_fenced(open_at, clock):
     assert not other.try_acquire_leadership("b", 30)
     for write in (lambda: other.follow(_followed(1, clock())), lambda: other.unfollow(1),
                   lambda: other.hold("retry:1", "c", 1, {}), lambda: other.record_dry_run(1, {}),
-                  lambda: other.own_pipeline(1, "k"), lambda: other.save_storm_categories({})):
+                  lambda: other.own_pipeline(1, "k"), lambda: other.save_storm_categories({}),
+                  lambda: other.forget_pipelines(60)):
         with pytest.raises(LeadershipLost):
             write()
     assert other.count_rejected_once("collector", "malformed", "f" * 64)   # ingest is never fenced
