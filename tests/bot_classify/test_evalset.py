@@ -52,6 +52,7 @@ HELDOUT_C = tomllib.loads((DATA / "heldout-c.toml").read_text("utf-8"))["case"]
 HELDOUT_D = tomllib.loads((DATA / "heldout-d.toml").read_text("utf-8"))["case"]
 HELDOUT_E = tomllib.loads((DATA / "heldout-e.toml").read_text("utf-8"))["case"]
 HELDOUT_F = tomllib.loads((DATA / "heldout-f.toml").read_text("utf-8"))["case"]
+HELDOUT_G = tomllib.loads((DATA / "heldout-g.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -69,9 +70,10 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
     assert not {c["source"] for c in HELDOUT_A + HELDOUT} & {c["source"] for c in CASES}
     assert not {c["source"] for c in HELDOUT} & {c["source"] for c in TUNING + HELDOUT_A}
     assert not {c["source"] for c in HELDOUT_C} & {c["source"] for c in CASES + TUNING + HELDOUT_A + HELDOUT}
-    # D, E and F (each collected blind, after the splits before it were read) reuse no thread or excerpt
+    # D, E, F and G (each collected blind, after the splits before it were read) reuse no thread or
+    # excerpt
     earlier = CASES + TUNING + HELDOUT_A + HELDOUT + HELDOUT_C
-    for later in (HELDOUT_D, HELDOUT_E, HELDOUT_F):
+    for later in (HELDOUT_D, HELDOUT_E, HELDOUT_F, HELDOUT_G):
         assert len(later) >= 90
         for c in later:
             assert c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
