@@ -189,7 +189,8 @@ def model_for(splits: tuple[str, ...], options: Mapping[str, Any]) -> LearnedMod
 
 def loso(options: Mapping[str, Any], threshold: float) -> None:
     """Leave-one-split-out cross-validation of the model alone (no rules) on the read splits."""
-    print(f"\nleave-one-split-out, model alone (options {dict(options)}, threshold {threshold}):")
+    print(f"\nleave-one-split-out, model alone (options {dict(options)}, threshold {threshold}; 'speaks': "
+          f"at or above the threshold with at least min_words known words):")
     tot = [0, 0, 0, 0]
     for held in READ_SPLITS:
         model = model_for(tuple(s for s in READ_SPLITS if s != held), options)
@@ -200,15 +201,15 @@ def loso(options: Mapping[str, Any], threshold: float) -> None:
             out = model.predict(case_features(c, model.bigrams))
             n += 1
             right += out.family == c["family"]
-            if out.probability >= threshold:
+            if out.probability >= threshold and out.known_words >= model.min_words:
                 spoke += 1
                 spoke_right += out.family == c["family"]
         for k, v in enumerate((n, right, spoke, spoke_right)):
             tot[k] += v
-        print(f"  {held:10} n={n:3d}  argmax family right {100 * right / n:5.1f}%  above threshold "
+        print(f"  {held:10} n={n:3d}  argmax family right {100 * right / n:5.1f}%  speaks "
               f"{spoke:3d} ({100 * spoke / n:5.1f}%), of which right {100 * spoke_right / max(spoke, 1):5.1f}%")
     n, right, spoke, spoke_right = tot
-    print(f"  {'all':10} n={n:3d}  argmax family right {100 * right / n:5.1f}%  above threshold "
+    print(f"  {'all':10} n={n:3d}  argmax family right {100 * right / n:5.1f}%  speaks "
           f"{spoke:3d} ({100 * spoke / n:5.1f}%), of which right {100 * spoke_right / max(spoke, 1):5.1f}%")
 
 
@@ -220,6 +221,11 @@ def tune() -> None:
     olds = old_verdicts(commit, "heldout-d")
     policy = acting_policy()  # so that the grid shows what acting on the model would do
     print(score(cases, olds, None, 1.0, policy).row("D rules alone"))
+    for min_words in (0, 5, 8, 12, 16):
+        opts = {**DEFAULT_OPTIONS, "min_words": min_words}
+        model = model_for(before, opts)
+        for th in (0.6, 0.8, 0.9):
+            print(score(cases, olds, model, th, policy).row(f"{dict(opts)} t={th}"))
     for bigrams in (False, True):
         for uniform in (True, False):
             for alpha in (0.1, 0.25, 0.5, 1.0):

@@ -69,7 +69,7 @@ KEPT_NUMBERS = frozenset({
 _URL = re.compile(rb"\b(?:https?|ftp|git|ssh|s3|gs|oci|docker|tcp|unix)://(?:[^@\s/'\"]*@)?([a-z0-9.\-]{0,253})[^\s'\"<>)\]]*")
 _PATH = re.compile(rb"(?<![a-z0-9_.\-])(?:~|\.{1,2})?(?:/[a-z0-9_.@+\-]+){2,}/?")
 _HEX = re.compile(rb"\b(?:sha256:|0x)?(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b")
-_TOKEN = re.compile(rb"[a-z][a-z0-9_]{1,40}|[0-9]+")
+_TOKEN = re.compile(rb"[a-z_][a-z0-9_]{1,40}|[0-9]+")
 #: ``KEY=value`` words (environment assignments) before a command.
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -149,6 +149,8 @@ class LearnedVerdict:
     top_features: tuple[str, ...]
     #: Every class's posterior probability.
     posterior: Mapping[str, float]
+    #: How many of the trace's words (not structural, not the ``$`` copies) the model knows.
+    known_words: int = 0
 
 
 class LearnedModel:
@@ -168,6 +170,9 @@ class LearnedModel:
             {f: float(w[c]) for f, w in weights.items()} for c in range(k))
         self.vocabulary = frozenset(weights)
         self.version = str(data.get("version", ""))
+        #: Below this many known words the model does not speak (its probabilities are not
+        #: calibrated: a few strongly weighted words give a confident posterior on a thin trace).
+        self.min_words = int(data.get("options", {}).get("min_words", 0))
         self.trained_on = tuple(data.get("trained_on", ()))
 
     @classmethod
@@ -204,7 +209,8 @@ class LearnedModel:
             return win[f] - sum(t[f] for t in others) / len(others)
 
         top_feats = tuple(sorted(known, key=lambda f: (-lift(f), f))[:6])
-        return LearnedVerdict(self.classes[best], post[self.classes[best]], top_feats, post)
+        words = sum(1 for f in known if not f.startswith(("s:", "$")))
+        return LearnedVerdict(self.classes[best], post[self.classes[best]], top_feats, post, words)
 
 
 _DEFAULT: LearnedModel | None = None
@@ -234,10 +240,14 @@ def consult(model: LearnedModel, verdict: Classification, raw: bytes, *, failure
     feats = model.features(raw, failure_reason=failure_reason, exit_code=exit_code, structure=structure)
     out = model.predict(feats, exclude=() if allow_oom else ("oom",))
     shown = ", ".join(f"{f}" for f in out.top_features) or "(no known feature)"
-    if out.probability < min_probability:
+    if min_probability >= 1.0 or out.probability < min_probability:
         return replace(verdict, evidence=verdict.evidence + (
             f"learned fallback (model {model.version}): {out.family} at p={out.probability:.2f}, below "
             f"min_probability {min_probability:.2f}, so unknown stays; features: {shown}",))
+    if out.known_words < model.min_words:
+        return replace(verdict, evidence=verdict.evidence + (
+            f"learned fallback (model {model.version}): {out.family} at p={out.probability:.2f}, but only "
+            f"{out.known_words} known words (fewer than {model.min_words}), so unknown stays",))
     return Classification(
         category=f"learned_{out.family}", family=Family(out.family), rule=f"learned:{out.family}",
         evidence=(f"learned fallback (model {model.version}): {out.family} at p={out.probability:.2f} "

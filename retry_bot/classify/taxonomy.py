@@ -163,7 +163,7 @@ class Taxonomy:
     #: The learned fallback (``[learned]``): whether it may replace an ``unknown`` verdict, and how
     #: sure it must be (see :mod:`retry_bot.classify.learned`).
     learned_enabled: bool = True
-    learned_min_probability: float = 0.8
+    learned_min_probability: float = 0.6
     sources: tuple[str, ...] = ()
     #: Per-stage search plans compiled by the classifier on first use (not part of the value).
     compiled: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
@@ -275,7 +275,7 @@ def _build(docs: list[_Doc], problems: list[Problem]) -> Taxonomy:
         Family(f): FamilyInfo(Family(f), "", Action.NONE) for f in FAMILIES
     }
     fallback = {"category": "unclassified", "family": "unknown"}
-    learned: dict[str, Any] = {"enabled": True, "min_probability": 0.8}
+    learned: dict[str, Any] = {"enabled": True, "min_probability": 0.6}
     # name -> (merged raw rule, doc of last change, index in that doc, load order)
     raw_rules: dict[str, tuple[dict[str, Any], _Doc, int, int]] = {}
     order = 0

@@ -43,10 +43,12 @@ _DIGITS = 4
 
 #: Hyper-parameters (stored in the artifact): ``alpha`` (Laplace smoothing), ``min_df`` (a feature
 #: must occur in this many training traces), ``bigrams``, ``uniform_prior`` (equal class priors: the
-#: model speaks on the traces the rules left, whose mix of families is not the training set's).
+#: model speaks on the traces the rules left, whose mix of families is not the training set's),
+#: ``min_words`` (the model stays silent on a trace with fewer known words: see ``LearnedModel``).
 #: Chosen on held-out D with a model trained on the splits read before it (cases, tuning, A, B, C):
 #: see ``benchmarks/eval_learned.py`` and docs/taxonomy.md, "Sixth pass".
-DEFAULT_OPTIONS: Mapping[str, Any] = {"alpha": 0.25, "min_df": 2, "bigrams": False, "uniform_prior": True}
+DEFAULT_OPTIONS: Mapping[str, Any] = {"alpha": 0.25, "min_df": 2, "bigrams": False, "uniform_prior": True,
+                                      "min_words": 8}
 
 
 def load_split(data_dir: Path, split: str) -> list[dict[str, Any]]:
