@@ -39,6 +39,7 @@ from typing import Any, Iterable, Mapping
 from retry_bot.classify.structure import Structure, signal_name, signal_of
 from retry_bot.classify.trace import clean_trace
 from retry_bot.model import Classification, Family
+from runner_wrapper.marker import MARKER_PREFIX
 
 __all__ = ["FEATURE_BYTES", "FEATURE_LINES", "LAST_LINES", "LearnedModel", "LearnedVerdict", "features",
            "tokens", "default_model", "consult", "ELIGIBLE_STAGES", "MODEL_RESOURCE", "MODEL_FORMAT"]
@@ -70,6 +71,8 @@ _URL = re.compile(rb"\b(?:https?|ftp|git|ssh|s3|gs|oci|docker|tcp|unix)://(?:[^@
 _PATH = re.compile(rb"(?<![a-z0-9_.\-])(?:~|\.{1,2})?(?:/[a-z0-9_.@+\-]+){2,}/?")
 _HEX = re.compile(rb"\b(?:sha256:|0x)?(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b")
 _TOKEN = re.compile(rb"[a-z_][a-z0-9_]{1,40}|[0-9]+")
+#: The runner wrapper's usage-record marker (runner_wrapper/marker.py ``MARKER_PREFIX``).
+_MARKER = MARKER_PREFIX.encode("ascii")
 #: ``KEY=value`` words (environment assignments) before a command.
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -111,7 +114,9 @@ def features(raw: bytes, *, failure_reason: str | None, exit_code: int | None, s
     """The model's features of one trace tail (raw bytes, markers still in) and its structure."""
     raw = raw[-FEATURE_BYTES:]
     text = clean_trace(raw)
-    lines = [ln for ln in text.split(b"\n")[-FEATURE_LINES:] if ln.strip()]
+    # The runner wrapper's usage-record markers are the record stage's to read (verified, for this
+    # job only): their encoded payload is not the job's text.
+    lines = [ln for ln in text.split(b"\n")[-FEATURE_LINES:] if ln.strip() and _MARKER not in ln]
     feats: set[str] = set()
     n = len(lines)
     for i, line in enumerate(lines):
@@ -149,7 +154,8 @@ class LearnedVerdict:
     top_features: tuple[str, ...]
     #: Every class's posterior probability.
     posterior: Mapping[str, float]
-    #: How many of the trace's words (not structural, not the ``$`` copies) the model knows.
+    #: How many of the trace's words the model knows (letters: not numbers, masks, structural
+    #: features or the ``$`` copies of the last lines).
     known_words: int = 0
 
 
@@ -209,7 +215,7 @@ class LearnedModel:
             return win[f] - sum(t[f] for t in others) / len(others)
 
         top_feats = tuple(sorted(known, key=lambda f: (-lift(f), f))[:6])
-        words = sum(1 for f in known if not f.startswith(("s:", "$")))
+        words = sum(1 for f in known if f[0].isalpha() and ":" not in f)
         return LearnedVerdict(self.classes[best], post[self.classes[best]], top_feats, post, words)
 
 
