@@ -137,8 +137,9 @@ def with_model(model: LearnedModel | None, old: Mapping[str, Any], c: Mapping[st
     if model is None or verdict.family != Family.UNKNOWN or old["stage"] not in ELIGIBLE_STAGES:
         return verdict
     raw = c["excerpt"].encode("utf-8")
-    code, _ = effective_exit_code(facts, TraceText(raw), None)
-    return consult(model, verdict, raw, failure_reason=facts.failure_reason, exit_code=code,
+    trace = TraceText(raw)
+    code, _ = effective_exit_code(facts, trace, None)
+    return consult(model, verdict, trace, failure_reason=facts.failure_reason, exit_code=code,
                    structure=analyse(raw), min_probability=threshold)
 
 
@@ -198,7 +199,7 @@ def loso(options: Mapping[str, Any], threshold: float) -> None:
         for c in load(held):
             if c["family"] not in model.classes:
                 continue
-            out = model.predict(case_features(c, model.bigrams))
+            out = model.predict(case_features(c))
             n += 1
             right += out.family == c["family"]
             if out.probability >= threshold and out.known_words >= model.min_words:
@@ -226,15 +227,14 @@ def tune() -> None:
         model = model_for(before, opts)
         for th in (0.6, 0.8, 0.9):
             print(score(cases, olds, model, th, policy).row(f"{dict(opts)} t={th}"))
-    for bigrams in (False, True):
-        for uniform in (True, False):
-            for alpha in (0.1, 0.25, 0.5, 1.0):
-                for min_df in (1, 2):
-                    opts = {"alpha": alpha, "min_df": min_df, "bigrams": bigrams, "uniform_prior": uniform}
-                    model = model_for(before, opts)
-                    for th in (0.6, 0.7, 0.8, 0.9, 0.95, 0.99):
-                        s = score(cases, olds, model, th, policy)
-                        print(s.row(f"a={alpha} df={min_df} bi={int(bigrams)} u={int(uniform)} t={th}"))
+    for uniform in (True, False):
+        for alpha in (0.1, 0.25, 0.5, 1.0):
+            for min_df in (1, 2, 3):
+                opts = {**DEFAULT_OPTIONS, "alpha": alpha, "min_df": min_df, "uniform_prior": uniform}
+                model = model_for(before, opts)
+                for th in (0.6, 0.8, 0.9, 0.99):
+                    s = score(cases, olds, model, th, policy)
+                    print(s.row(f"a={alpha} df={min_df} u={int(uniform)} t={th}"))
 
 
 def main(argv: list[str] | None = None) -> int:

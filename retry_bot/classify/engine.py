@@ -351,7 +351,7 @@ def _learned(ctx: _Context, verdict: Classification, taxonomy: Taxonomy) -> Clas
     if not taxonomy.learned_enabled:
         return verdict
     code, _ = ctx.exit_code()
-    return consult(default_model(), verdict, ctx.trace.raw, failure_reason=ctx.reason, exit_code=code,
+    return consult(default_model(), verdict, ctx.trace, failure_reason=ctx.reason, exit_code=code,
                    structure=ctx.structure, min_probability=taxonomy.learned_min_probability,
                    allow_oom=ctx.no_oom_stage is None)
 

@@ -3,32 +3,39 @@
 The rules decide whenever one of them matches.  When none does -- the verdict is the taxonomy's
 fallback or an ambiguous failure reason's ``unknown`` -- this model reads the end of the trace and
 the structure the engine already computed, and names a family with a probability.  It speaks only
-above the taxonomy's ``[learned] min_probability``; below it, ``unknown`` stays.  Its verdict is
-visible as such: rule ``learned:<family>``, category ``learned_<family>`` (so a policy can treat it
-more cautiously than a rule's, by category), confidence ``weak``, and evidence naming the
-features that weighed most for it.
+at or above the taxonomy's ``[learned] min_probability`` and on a trace with enough words it knows
+(the artifact's ``min_words``); otherwise ``unknown`` stays.  Its verdict is visible as such: rule
+``learned:<family>``, category ``learned_<family>`` (so a policy can treat it more cautiously than
+a rule's, by category), confidence ``weak``, and evidence naming the features that weighed most.
 
-Pure and dependency-free.  The model is a multinomial naive Bayes over *binary* features
-(a feature counts once per trace: build logs repeat lines), with Laplace smoothing:
+Pure and dependency-free.  The model is a multinomial naive Bayes over *binary* features (a feature
+counts once per trace: build logs repeat lines), with Laplace smoothing.  The features:
 
-* words of the last :data:`FEATURE_LINES` lines (at most :data:`FEATURE_BYTES` bytes) of the cleaned
-  trace, lower-cased; URLs reduced to ``_url_`` and their host's words, paths to ``_path_`` and their
-  file name, hex strings and hashes to ``_hex_``, numbers to ``_nN_`` (N digits) except the exit
-  codes and HTTP statuses that carry meaning (137, 143, 404, 503...);
-* the words of the last :data:`LAST_LINES` non-blank lines again, prefixed ``$`` (the end weighs
-  more: the failure is there);
-* word bigrams when the artifact says so (``bigrams``);
+* the **words** of the last 32 KiB: runs of ASCII letters, lower-cased, of the distinct lines -- the
+  very vocabulary the classifier's literal pre-filter already built for this trace
+  (:meth:`~retry_bot.classify.trace.TraceText.words`), so reading them costs one set intersection
+  with the model's vocabulary.  Digits split words and are dropped, so numbers, versions, line
+  numbers, paths' and URLs' punctuation and hashes leave only their letter runs (a hash leaves runs
+  of one or two letters, which training mostly prunes as too rare); a path or URL keeps its words
+  (a registry's host, a tool's name), which carry meaning;
+* the words of the last :data:`LAST_LINES` non-blank cleaned lines again, prefixed ``$`` (the end
+  weighs more: the failure is there), and the numbers there that carry meaning, prefixed ``#``: exit
+  codes (126, 127, 128+N...) and HTTP statuses (:data:`KEPT_NUMBERS`; other numbers are dropped);
 * structural features: ``failure_reason``, the exit code and its ``128+N`` signal, the runner
   section, the last command's tool, whether the trace ends in the runner's ``Job failed`` line.
 
+The runner wrapper's usage-record markers are not read (the record stage reads them, verified, for
+this job only; their encoded payload is no text of the job).
+
 The artifact (``learned_model.json``, shipped in the package) is produced by
 :mod:`retry_bot.classify.train` from the labelled splits that were read (never a sealed one) and is
-loaded once, lazily, on the first fallback.  Cost: one bounded tokenisation (O(bytes), at most
-16 KiB) and one set intersection per class.
+loaded once, lazily, on the first fallback.  Cost per fallback: one set intersection, the cleaning
+of the last :data:`LAST_BYTES`, and one sum per class over the known features.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import re
@@ -37,62 +44,49 @@ from importlib import resources
 from typing import Any, Iterable, Mapping
 
 from retry_bot.classify.structure import Structure, signal_name, signal_of
-from retry_bot.classify.trace import clean_trace
+from retry_bot.classify.trace import TraceText, clean_line
 from retry_bot.model import Classification, Family
 from runner_wrapper.marker import MARKER_PREFIX
 
-__all__ = ["FEATURE_BYTES", "FEATURE_LINES", "LAST_LINES", "LearnedModel", "LearnedVerdict", "features",
-           "tokens", "default_model", "consult", "ELIGIBLE_STAGES", "MODEL_RESOURCE", "MODEL_FORMAT"]
+__all__ = ["LAST_BYTES", "LAST_LINES", "KEPT_NUMBERS", "LearnedModel", "LearnedVerdict", "features",
+           "is_word", "line_words", "known_words", "last_lines", "default_model", "consult", "ELIGIBLE_STAGES", "MODEL_RESOURCE", "MODEL_FORMAT"]
 
-#: Only the end of the trace is read: at most this many bytes ...
-FEATURE_BYTES = 16 * 1024
-#: ... and this many lines.
-FEATURE_LINES = 200
-#: The last non-blank lines whose words count twice (prefixed ``$``).
+#: The last non-blank lines whose words count twice (prefixed ``$``) ...
 LAST_LINES = 5
-#: At most this many words are taken from one line (a minified or binary line is not a document).
-_WORDS_PER_LINE = 64
+#: ... looked for in this many bytes from the end.
+LAST_BYTES = 4096
+#: Words are 2 to this many letters long (longer runs are binary junk or encodings).
+MAX_WORD = 40
 #: The artifact's file name in the package, and its format version.
 MODEL_RESOURCE = "learned_model.json"
-MODEL_FORMAT = 1
+MODEL_FORMAT = 2
 
-#: Numbers kept as themselves: exit codes with a meaning (POSIX 126/127, timeout(1)'s 124,
-#: docker run's 125, 128+N signals) and HTTP statuses (RFC 9110).  Every other number becomes
-#: ``_nN_`` (N = its digit count, at most 6), so versions, line numbers and sizes do not split the
-#: vocabulary.
+#: Numbers kept in the last lines: exit codes with a meaning (POSIX 126/127, timeout(1)'s 124,
+#: docker run's 125, 128+N signals) and HTTP statuses (RFC 9110).
 KEPT_NUMBERS = frozenset({
-    "0", "1", "2", "9", "12", "15",
-    "124", "125", "126", "127", "128", "130", "134", "135", "136", "137", "139", "143",
+    "124", "125", "126", "127", "130", "134", "135", "136", "137", "139", "143",
     "400", "401", "403", "404", "405", "407", "408", "409", "410", "413", "422", "429",
     "500", "502", "503", "504",
 })
 
-_URL = re.compile(rb"\b(?:https?|ftp|git|ssh|s3|gs|oci|docker|tcp|unix)://(?:[^@\s/'\"]*@)?([a-z0-9.\-]{0,253})[^\s'\"<>)\]]*")
-_PATH = re.compile(rb"(?<![a-z0-9_.\-])(?:~|\.{1,2})?(?:/[a-z0-9_.@+\-]+){2,}/?")
-_HEX = re.compile(rb"\b(?:sha256:|0x)?(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b")
-_TOKEN = re.compile(rb"[a-z_][a-z0-9_]{1,40}|[0-9]+")
+#: Keeps the lower-case ASCII letters, turns every other byte into a space.
+_LETTERS = bytes(c if 97 <= c <= 122 else 32 for c in range(256))
+_NUMBER = re.compile(rb"(?<![0-9.])[1-5][0-9]{2}(?![0-9])")
 #: The runner wrapper's usage-record marker (runner_wrapper/marker.py ``MARKER_PREFIX``).
 _MARKER = MARKER_PREFIX.encode("ascii")
 #: ``KEY=value`` words (environment assignments) before a command.
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
-def _number(tok: str) -> str:
-    return tok if tok in KEPT_NUMBERS else f"_n{min(len(tok), 6)}_"
+def is_word(w: bytes) -> bool:
+    """A letter run the model reads: 2 to :data:`MAX_WORD` letters, and not two hex letters (what
+    commit hashes and digests leave behind, ``9f86d0...`` -> ``f``, ``d``, ``ad``...)."""
+    return 2 <= len(w) <= MAX_WORD and not (len(w) == 2 and w.strip(b"abcdef") == b"")
 
 
-def tokens(line: bytes) -> list[str]:
-    """The normalised tokens of one cleaned line (see the module docstring)."""
-    low = line.lower()
-    if b"/" in low:
-        low = _URL.sub(lambda m: b" _url_ " + m.group(1).replace(b".", b" ") + b" ", low)
-        low = _PATH.sub(lambda m: b" _path_ " + m.group(0).rstrip(b"/").rsplit(b"/", 1)[-1] + b" ", low)
-    low = _HEX.sub(b" _hex_ ", low)
-    out: list[str] = []
-    for t in _TOKEN.findall(low)[:_WORDS_PER_LINE]:
-        s = t.decode("ascii")
-        out.append(_number(s) if s[0].isdigit() else s)
-    return out
+def line_words(line: bytes) -> list[str]:
+    """The words of one line as the model reads them (:func:`is_word`), lower-cased."""
+    return [w.decode("ascii") for w in line.lower().translate(_LETTERS).split() if is_word(w)]
 
 
 def _tool(command: str | None) -> str | None:
@@ -109,29 +103,69 @@ def _tool(command: str | None) -> str | None:
     return None
 
 
-def features(raw: bytes, *, failure_reason: str | None, exit_code: int | None, structure: Structure,
-             bigrams: bool = False) -> set[str]:
-    """The model's features of one trace tail (raw bytes, markers still in) and its structure."""
-    raw = raw[-FEATURE_BYTES:]
-    text = clean_trace(raw)
-    # The runner wrapper's usage-record markers are the record stage's to read (verified, for this
-    # job only): their encoded payload is not the job's text.
-    lines = [ln for ln in text.split(b"\n")[-FEATURE_LINES:] if ln.strip() and _MARKER not in ln]
-    feats: set[str] = set()
-    n = len(lines)
-    for i, line in enumerate(lines):
-        toks = tokens(line)
-        feats.update(toks)
-        if bigrams and len(toks) > 1:
-            feats.update(f"{a} {b}" for a, b in zip(toks, toks[1:]))
-        if i >= n - LAST_LINES:
-            feats.update("$" + t for t in toks)
+def _marker_words(raw: bytes) -> set[bytes]:
+    """The letter runs of the usage-record marker lines in the vocabulary's span (usually none)."""
+    out: set[bytes] = set()
+    lo = max(0, len(raw) - 32 * 1024 - 4096)
+    i = raw.rfind(_MARKER, lo)
+    while i >= 0:
+        end = raw.find(b"\n", i)
+        out.update(raw[i:end if end >= 0 else len(raw)].lower().translate(_LETTERS).split())
+        i = raw.rfind(_MARKER, lo, i)
+    return out
+
+
+def known_words(trace: TraceText, known: frozenset[bytes] | None = None) -> set[bytes]:
+    """The trace's words (:meth:`TraceText.words`) that ``known`` holds (``None``: all of them), without
+    the usage-record markers' letter runs."""
+    words = trace.words()
+    words = set(words) if known is None else words & known
+    if words and _MARKER in trace.raw[-40 * 1024:]:
+        words -= _marker_words(trace.raw)
+    return words
+
+
+def last_lines(raw: bytes) -> list[bytes]:
+    """The last :data:`LAST_LINES` non-blank lines (cleaned) within :data:`LAST_BYTES` of the end,
+    oldest first, without the usage-record markers."""
+    out: list[bytes] = []
+    lo = max(0, len(raw) - LAST_BYTES)
+    end = len(raw)
+    while end > lo and len(out) < LAST_LINES:
+        start = raw.rfind(b"\n", lo, end) + 1
+        if start == 0:
+            start = lo
+        line = clean_line(raw[start:end])
+        if line.strip() and _MARKER not in line:
+            out.append(line)
+        end = start - 1
+    out.reverse()
+    return out
+
+
+def features(trace: TraceText, *, failure_reason: str | None, exit_code: int | None, structure: Structure,
+             known: frozenset[bytes] | None = None, words: set[bytes] | None = None) -> set[str]:
+    """The model's features of one trace tail and its structure.
+
+    ``known``: the model's word vocabulary (bytes); only those words are decoded (the others
+    cannot weigh).  ``None``: every word (training).  ``words``: :func:`known_words`, when the
+    caller has it already.
+    """
+    if words is None:
+        words = known_words(trace, known)
+    feats = {w.decode("ascii") for w in words if is_word(w)}
+    for line in last_lines(trace.raw):
+        feats.update("$" + w for w in line_words(line))
+        for num in _NUMBER.findall(line):
+            if num.decode("ascii") in KEPT_NUMBERS:
+                feats.add("#" + num.decode("ascii"))
     reason = (failure_reason or "").strip().lower()
     feats.add(f"s:reason={reason or 'none'}")
     if exit_code is None:
         feats.add("s:exit=none")
     else:
-        feats.add(f"s:exit={_number(str(abs(exit_code)))}")
+        code = str(exit_code)
+        feats.add(f"s:exit={code if code in KEPT_NUMBERS or exit_code in (0, 1, 2) else 'other'}")
         sig = signal_of(exit_code)
         if sig:
             feats.add(f"s:signal={signal_name(sig)}")
@@ -154,7 +188,7 @@ class LearnedVerdict:
     top_features: tuple[str, ...]
     #: Every class's posterior probability.
     posterior: Mapping[str, float]
-    #: How many of the trace's words the model knows (letters: not numbers, masks, structural
+    #: How many of the trace's words of 3 letters or more the model knows (not the structural
     #: features or the ``$`` copies of the last lines).
     known_words: int = 0
 
@@ -167,7 +201,6 @@ class LearnedModel:
             raise ValueError(f"learned model: format {data.get('format')!r}, expected {MODEL_FORMAT}")
         self.data = data
         self.classes: tuple[str, ...] = tuple(data["classes"])
-        self.bigrams = bool(data.get("bigrams", False))
         self.log_prior = tuple(float(x) for x in data["log_prior"])
         k = len(self.classes)
         weights: dict[str, list[float]] = data["log_likelihood"]
@@ -175,6 +208,16 @@ class LearnedModel:
         self.by_class: tuple[dict[str, float], ...] = tuple(
             {f: float(w[c]) for f, w in weights.items()} for c in range(k))
         self.vocabulary = frozenset(weights)
+        #: The plain words of the vocabulary (as features, and as the trace's word set holds them).
+        self.word_features = frozenset(f for f in weights if f[0].isalpha() and ":" not in f)
+        self.words = frozenset(f.encode("ascii") for f in self.word_features)
+        #: The words of 3 letters or more: those the ``min_words`` gate counts (random bytes and
+        #: encodings leave many 2-letter runs, hardly any longer one).
+        self.long_words = frozenset(w for w in self.words if len(w) >= 3)
+        #: Per class: feature -> sort key putting first the features whose likelihood favours the
+        #: class most over the mean of the others (the evidence's "weighed most").
+        self.ranking: tuple[dict[str, tuple[float, str]], ...] = tuple(
+            {f: (-(w[c] - (sum(w) - w[c]) / max(k - 1, 1)), f) for f, w in weights.items()} for c in range(k))
         self.version = str(data.get("version", ""))
         #: Below this many known words the model does not speak (its probabilities are not
         #: calibrated: a few strongly weighted words give a confident posterior on a thin trace).
@@ -185,10 +228,10 @@ class LearnedModel:
     def from_json(cls, text: str) -> "LearnedModel":
         return cls(json.loads(text))
 
-    def features(self, raw: bytes, *, failure_reason: str | None, exit_code: int | None,
-                 structure: Structure) -> set[str]:
-        return features(raw, failure_reason=failure_reason, exit_code=exit_code, structure=structure,
-                        bigrams=self.bigrams)
+    def features(self, trace: TraceText, *, failure_reason: str | None, exit_code: int | None,
+                 structure: Structure, words: set[bytes] | None = None) -> set[str]:
+        return features(trace, failure_reason=failure_reason, exit_code=exit_code, structure=structure,
+                        known=self.words, words=words)
 
     def predict(self, feats: Iterable[str], exclude: Iterable[str] = ()) -> LearnedVerdict:
         """The posterior over the model's classes (``exclude``: classes not allowed; the rest renormalised)."""
@@ -205,17 +248,8 @@ class LearnedModel:
         total = sum(exps)
         post = {self.classes[c]: exps[c] / total for c in range(len(self.classes))}
         best = max(range(len(self.classes)), key=lambda c: (scores[c], -c))
-        # Why: the features whose likelihood favours the winner most over the mean of the others.
-        others = [t for c, t in enumerate(self.by_class) if c != best and self.classes[c] not in banned]
-        win = self.by_class[best]
-
-        def lift(f: str) -> float:
-            if not others:
-                return 0.0
-            return win[f] - sum(t[f] for t in others) / len(others)
-
-        top_feats = tuple(sorted(known, key=lambda f: (-lift(f), f))[:6])
-        words = sum(1 for f in known if f[0].isalpha() and ":" not in f)
+        top_feats = tuple(heapq.nsmallest(6, known, key=self.ranking[best].__getitem__))
+        words = sum(1 for f in self.word_features.intersection(known) if len(f) >= 3)
         return LearnedVerdict(self.classes[best], post[self.classes[best]], top_feats, post, words)
 
 
@@ -237,23 +271,27 @@ def default_model() -> LearnedModel:
 ELIGIBLE_STAGES = frozenset({"reason_fallback", "fallback"})
 
 
-def consult(model: LearnedModel, verdict: Classification, raw: bytes, *, failure_reason: str | None,
+def consult(model: LearnedModel, verdict: Classification, trace: TraceText, *, failure_reason: str | None,
             exit_code: int | None, structure: Structure, min_probability: float,
             allow_oom: bool = True) -> Classification:
     """``verdict`` (an eligible ``unknown``), or the model's family when it is at least
     ``min_probability`` sure.  ``allow_oom=False`` (a verified usage record covers the failing
     stage and counts no OOM kill) takes ``oom`` out of the model's choices."""
-    feats = model.features(raw, failure_reason=failure_reason, exit_code=exit_code, structure=structure)
+    words = known_words(trace, model.words)
+    n = len(model.long_words.intersection(words))
+    if n < model.min_words:
+        # Too little known text to weigh (a thin trace, binary junk): no posterior is computed.
+        return replace(verdict, evidence=verdict.evidence + (
+            f"learned fallback (model {model.version}): only {n} known words of 3 letters or more (fewer "
+            f"than {model.min_words}), so unknown stays",))
+    feats = model.features(trace, failure_reason=failure_reason, exit_code=exit_code, structure=structure,
+                           words=words)
     out = model.predict(feats, exclude=() if allow_oom else ("oom",))
-    shown = ", ".join(f"{f}" for f in out.top_features) or "(no known feature)"
+    shown = ", ".join(out.top_features) or "(no known feature)"
     if min_probability >= 1.0 or out.probability < min_probability:
         return replace(verdict, evidence=verdict.evidence + (
             f"learned fallback (model {model.version}): {out.family} at p={out.probability:.2f}, below "
             f"min_probability {min_probability:.2f}, so unknown stays; features: {shown}",))
-    if out.known_words < model.min_words:
-        return replace(verdict, evidence=verdict.evidence + (
-            f"learned fallback (model {model.version}): {out.family} at p={out.probability:.2f}, but only "
-            f"{out.known_words} known words (fewer than {model.min_words}), so unknown stays",))
     return Classification(
         category=f"learned_{out.family}", family=Family(out.family), rule=f"learned:{out.family}",
         evidence=(f"learned fallback (model {model.version}): {out.family} at p={out.probability:.2f} "

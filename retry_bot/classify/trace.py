@@ -351,6 +351,12 @@ class TraceText:
                 maybe.extend(group[key])
         return frozenset(n for n in maybe if self.may_contain(n, lo))
 
+    def words(self) -> set[bytes]:
+        """The words of the last :data:`VOCABULARY_BYTES` (runs of ASCII letters, lower-cased, of the
+        distinct lines), built once per trace: the pre-filter's vocabulary, which the learned
+        fallback reads too.  Do not modify the set."""
+        return self._vocabulary().words
+
     def _vocabulary(self) -> _Vocabulary:
         if self._vocab is None:
             n = len(self.raw)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from retry_bot.classify.engine import effective_exit_code
-from retry_bot.classify.learned import FEATURE_BYTES, FEATURE_LINES, LAST_LINES, MODEL_FORMAT, features
+from retry_bot.classify.learned import LAST_BYTES, LAST_LINES, MODEL_FORMAT, features
 from retry_bot.classify.structure import analyse
 from retry_bot.classify.trace import TraceText
 from retry_bot.model import JobFacts
@@ -42,13 +42,14 @@ _DIGITS = 4
 
 
 #: Hyper-parameters (stored in the artifact): ``alpha`` (Laplace smoothing), ``min_df`` (a feature
-#: must occur in this many training traces), ``bigrams``, ``uniform_prior`` (equal class priors: the
+#: must occur in this many training traces), ``max_df`` (a word in more than this share of them is
+#: left out: ``error``, ``failed``, ``job``...), ``uniform_prior`` (equal class priors: the
 #: model speaks on the traces the rules left, whose mix of families is not the training set's),
 #: ``min_words`` (the model stays silent on a trace with fewer known words: see ``LearnedModel``).
 #: Chosen on held-out D with a model trained on the splits read before it (cases, tuning, A, B, C):
 #: see ``benchmarks/eval_learned.py`` and docs/taxonomy.md, "Sixth pass".
-DEFAULT_OPTIONS: Mapping[str, Any] = {"alpha": 0.25, "min_df": 2, "bigrams": False, "uniform_prior": True,
-                                      "min_words": 8}
+DEFAULT_OPTIONS: Mapping[str, Any] = {"alpha": 0.25, "min_df": 2, "max_df": 0.2,
+                                      "uniform_prior": True, "min_words": 5}
 
 
 def load_split(data_dir: Path, split: str) -> list[dict[str, Any]]:
@@ -59,14 +60,14 @@ def load_split(data_dir: Path, split: str) -> list[dict[str, Any]]:
     return list(tomllib.loads((data_dir / f"{split}.toml").read_text("utf-8"))["case"])
 
 
-def case_features(case: Mapping[str, Any], bigrams: bool = False) -> set[str]:
+def case_features(case: Mapping[str, Any]) -> set[str]:
     """The features of one labelled excerpt, computed exactly as the classifier computes them."""
     raw = str(case["excerpt"]).encode("utf-8")
     facts = JobFacts(job_id=1, name="case", failure_reason=case.get("failure_reason"),
                      exit_code=case.get("exit_code"), status=case.get("status", "failed"))
-    code, _ = effective_exit_code(facts, TraceText(raw), None)
-    return features(raw, failure_reason=facts.failure_reason, exit_code=code, structure=analyse(raw),
-                    bigrams=bigrams)
+    trace = TraceText(raw)
+    code, _ = effective_exit_code(facts, trace, None)
+    return features(trace, failure_reason=facts.failure_reason, exit_code=code, structure=analyse(raw))
 
 
 def train(cases: Iterable[Mapping[str, Any]], options: Mapping[str, Any] = DEFAULT_OPTIONS,
@@ -74,20 +75,22 @@ def train(cases: Iterable[Mapping[str, Any]], options: Mapping[str, Any] = DEFAU
     """A naive Bayes artifact (JSON-ready) from labelled cases; deterministic for the same input."""
     alpha = float(options["alpha"])
     min_df = int(options["min_df"])
-    bigrams = bool(options["bigrams"])
     docs: list[tuple[int, set[str]]] = []
     for c in cases:
         fam = c["family"]
         if fam not in CLASSES:
             continue
-        docs.append((CLASSES.index(fam), case_features(c, bigrams)))
+        docs.append((CLASSES.index(fam), case_features(c)))
     if not docs:
         raise ValueError("no labelled case of a learnable family")
     df: dict[str, int] = {}
     for _, feats in docs:
         for f in feats:
             df[f] = df.get(f, 0) + 1
-    vocab = sorted(f for f, n in df.items() if n >= min_df)
+    # Words in more than max_df of the traces (error, failed, job, exit...) say nothing about the
+    # family and would only be counted again and again: left out.  Structural features stay.
+    most = float(options.get("max_df", 1.0)) * len(docs)
+    vocab = sorted(f for f, n in df.items() if n >= min_df and (n <= most or f.startswith(("s:", "#"))))
     index = {f: i for i, f in enumerate(vocab)}
     k = len(CLASSES)
     counts = [[0] * len(vocab) for _ in range(k)]
@@ -116,11 +119,9 @@ def train(cases: Iterable[Mapping[str, Any]], options: Mapping[str, Any] = DEFAU
         "cases": len(docs),
         "cases_per_class": dict(zip(CLASSES, n_docs)),
         "options": dict(options),
-        "feature_bytes": FEATURE_BYTES,
-        "feature_lines": FEATURE_LINES,
+        "last_bytes": LAST_BYTES,
         "last_lines": LAST_LINES,
         "classes": list(CLASSES),
-        "bigrams": bigrams,
         "log_prior": prior,
         "log_likelihood": loglik,
     }

@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retry_bot.classify import classify, taxonomy_from_text
-from retry_bot.classify.learned import (FEATURE_BYTES, FEATURE_LINES, MODEL_RESOURCE, LearnedModel, consult,
-                                        default_model, features, tokens)
+from retry_bot.classify.learned import (LAST_BYTES, LAST_LINES, MODEL_RESOURCE, LearnedModel, consult,
+                                        default_model, features, is_word, last_lines, line_words)
+from retry_bot.classify.trace import TraceText
 from retry_bot.classify.structure import Structure, analyse
 from retry_bot.classify.train import READ_SPLITS, load_split, main as train_main, to_json, train
 from retry_bot.decide import Action, ClassUsage, decide
@@ -29,48 +30,55 @@ DATA = ROOT / "tests" / "data" / "joblogs"
 NONE = Structure()
 
 
-# ------------------------------------------------------------------ tokens and masking
+# ------------------------------------------------------------------ words and masking
 
-def test_tokens_are_lower_case_words_with_urls_paths_and_hashes_masked():
-    t = tokens(b"Fetching https://user:pw@Registry.NPMJS.org/left-pad/-/left-pad-1.3.0.tgz FAILED")
-    assert t[:1] == ["fetching"] and "_url_" in t and "registry" in t and "npmjs" in t and "failed" in t
-    assert "pw" not in t and "tgz" not in t  # the URL's credentials and path are gone
-    t = tokens(b"cc1plus: /usr/lib/gcc/x86_64-linux-gnu/12/cc1plus killed")
-    assert t == ["cc1plus", "_path_", "cc1plus", "killed"]
-    t = tokens(b"layer sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 commit 1a2b3c4d5e")
-    assert t == ["layer", "_hex_", "commit", "_hex_"]
+def feats(raw: bytes, **kw) -> set[str]:
+    kw.setdefault("failure_reason", None)
+    kw.setdefault("exit_code", None)
+    return features(TraceText(raw), structure=kw.pop("structure", analyse(raw)), **kw)
 
 
-def test_numbers_are_bucketed_except_exit_codes_and_http_statuses():
-    assert tokens(b"exit code 137") == ["exit", "code", "137"]
-    assert tokens(b"HTTP 503 after 4096 bytes at line 12345678") == ["http", "503", "after", "_n4_", "bytes", "at",
-                                                                   "line", "_n6_"]
-    assert tokens(b"version 3.11.4") == ["version", "_n1_", "_n2_", "_n1_"]
+def test_words_are_lower_case_letter_runs_and_hashes_leave_nothing():
+    assert line_words(b"Fetching https://Registry.NPMJS.org/left-pad FAILED") == [
+        "fetching", "https", "registry", "npmjs", "org", "left", "pad", "failed"]
+    assert line_words(b"/usr/lib/gcc/x86_64-linux-gnu/12/cc1plus killed") == [
+        "usr", "lib", "gcc", "linux", "gnu", "plus", "killed"]  # digits split words; "cc" is hex-like
+    # a digest or commit hash leaves only runs of one or two hex letters, which are not words
+    assert line_words(b"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08") == ["sha", "feaa"]
+    assert not is_word(b"ad") and is_word(b"ld") and is_word(b"go") and not is_word(b"x" * 41)
+
+
+def test_numbers_count_only_as_exit_codes_and_http_statuses_in_the_last_lines():
+    f = feats(b"HTTP 503 after 4096 bytes, line 1234, exit code 137\n")
+    assert {"#503", "#137"} <= f and not {x for x in f if x.startswith("#") and x not in ("#503", "#137")}
+    assert "#404" not in feats(b"version 1.404.2 (build 404123)\n")
 
 
 def test_structural_features_come_from_the_engines_structure():
     raw = (b"section_start:1:get_sources\r\x1b[0K\n\x1b[32;1m$ CC=gcc ./gradlew build\x1b[0;m\n"
            b"ERROR: Job failed: exit code 137\n")
-    f = features(raw, failure_reason="Script_Failure", exit_code=137, structure=analyse(raw))
+    f = feats(raw, failure_reason="Script_Failure", exit_code=137)
     assert {"s:reason=script_failure", "s:exit=137", "s:signal=SIGKILL", "s:section=get_sources",
             "s:tool=gradlew", "s:runner_verdict_last"} <= f
-    f = features(b"boom\n", failure_reason=None, exit_code=None, structure=NONE)
+    f = feats(b"boom\n", structure=NONE)
     assert {"s:reason=none", "s:exit=none", "s:section=none"} <= f and not any(x.startswith("s:tool") for x in f)
+    assert "s:exit=other" in feats(b"x\n", exit_code=77)
 
 
 def test_the_last_lines_weigh_twice_and_only_the_end_is_read():
-    raw = b"zebraword early\n" + b"filler line\n" * (FEATURE_LINES + 5) + b"final words here\n"
-    f = features(raw, failure_reason=None, exit_code=None, structure=NONE)
-    assert "zebraword" not in f  # more than FEATURE_LINES lines before the end
-    assert {"final", "$final", "$filler"} <= f
-    big = b"zebraword\n" + b"x" * (FEATURE_BYTES + 10) + b"\nend\n"
-    assert "zebraword" not in features(big, failure_reason=None, exit_code=None, structure=NONE)
+    raw = b"zebraword early\n" + b"filler line\n" * 4000 + b"\n\nfinal words here\n"
+    f = feats(raw)
+    assert "zebraword" not in f  # before the last 32 KiB
+    assert {"final", "$final", "$filler", "filler"} <= f
+    assert len([x for x in f if x.startswith("$")]) == len({"$filler", "$line", "$final", "$words", "$here"})
+    assert last_lines(b"a\n" + b"x" * (LAST_BYTES + 10) + b"\nend\n")[-1] == b"end"
+    assert len(last_lines(b"l1\nl2\n\nl3\nl4\nl5\nl6\nl7\n")) == LAST_LINES
 
 
 def test_usage_record_markers_are_not_read_as_text():
-    raw = b"RIGHTSIZER-USAGE v1 b29tX2tpbGxzIG1lbW9yeSBwZWFr\nend\n"
-    f = features(raw, failure_reason=None, exit_code=None, structure=NONE)
-    assert not {t for t in f if "rightsizer" in t or "b29t" in t}
+    raw = b"RIGHTSIZER-USAGE v1 b29tX2tpbGxzIG1lbW9yeSBwZWFrOiBiaWc\nzebra end\n"
+    f = feats(raw)
+    assert not {t for t in f if "rightsizer" in t or "usage" in t} and {"zebra", "$zebra"} <= f
 
 
 # ------------------------------------------------------------------ the model
@@ -88,7 +96,7 @@ CASES = [
     {"family": "timeout", "excerpt": "timeout exceeded deadline took longer"},
     {"family": "unknown", "excerpt": "not learned: unknown and canceled are never classes"},
 ]
-OPTIONS = {"alpha": 0.5, "min_df": 1, "bigrams": False, "uniform_prior": True, "min_words": 2}
+OPTIONS = {"alpha": 0.5, "min_df": 1, "uniform_prior": True, "min_words": 2}
 
 
 def test_training_is_deterministic_and_round_trips_through_json():
@@ -97,8 +105,7 @@ def test_training_is_deterministic_and_round_trips_through_json():
     assert json.loads(to_json(a)) == json.loads(json.dumps(a))
     assert a["cases"] == 10 and "unknown" not in a["classes"]
     model = LearnedModel(json.loads(to_json(a)))
-    out = model.predict(features(b"cc1plus killed out of memory\n", failure_reason=None, exit_code=None,
-                                 structure=NONE))
+    out = model.predict(feats(b"cc1plus killed out of memory\n", structure=NONE))
     assert out.family == "oom" and 0.5 < out.probability <= 1.0 and "killed" in out.top_features
     assert abs(sum(out.posterior.values()) - 1.0) < 1e-9
 
@@ -131,10 +138,11 @@ def _model() -> LearnedModel:
 UNKNOWN = Classification(category="unclassified", family=Family.UNKNOWN, rule="fallback",
                          evidence=("no rule matched",), confidence="weak")
 OOMISH = b"cc1plus killed signal terminated program out of memory java heap\n"
+OOMTRACE = TraceText(OOMISH)
 
 
 def test_the_model_speaks_above_the_threshold_with_its_reasons():
-    v = consult(_model(), UNKNOWN, OOMISH, failure_reason=None, exit_code=None, structure=NONE, min_probability=0.6)
+    v = consult(_model(), UNKNOWN, OOMTRACE, failure_reason=None, exit_code=None, structure=NONE, min_probability=0.6)
     assert v.family == Family.OOM and v.rule == "learned:oom" and v.category == "learned_oom"
     assert v.confidence == "weak"
     assert "learned fallback" in v.evidence[0] and "p=" in v.evidence[0]
@@ -143,15 +151,15 @@ def test_the_model_speaks_above_the_threshold_with_its_reasons():
 
 
 def test_unknown_stays_unknown_below_the_threshold_or_on_a_thin_trace():
-    v = consult(_model(), UNKNOWN, OOMISH, failure_reason=None, exit_code=None, structure=NONE, min_probability=1.0)
+    v = consult(_model(), UNKNOWN, OOMTRACE, failure_reason=None, exit_code=None, structure=NONE, min_probability=1.0)
     assert v.family == Family.UNKNOWN and v.rule == "fallback" and "below min_probability" in v.evidence[-1]
-    v = consult(_model(), UNKNOWN, b"killed\n", failure_reason=None, exit_code=None, structure=NONE,
+    v = consult(_model(), UNKNOWN, TraceText(b"killed\n"), failure_reason=None, exit_code=None, structure=NONE,
                 min_probability=0.5)
-    assert v.family == Family.UNKNOWN and "known words" in v.evidence[-1]
+    assert v.family == Family.UNKNOWN and "only 1 known words" in v.evidence[-1]
 
 
 def test_a_record_without_oom_kills_takes_oom_out_of_the_models_choices():
-    v = consult(_model(), UNKNOWN, OOMISH, failure_reason=None, exit_code=None, structure=NONE,
+    v = consult(_model(), UNKNOWN, OOMTRACE, failure_reason=None, exit_code=None, structure=NONE,
                 min_probability=0.5, allow_oom=False)
     assert v.family != Family.OOM
 
@@ -248,6 +256,5 @@ def test_traps_stay_right_with_the_learned_fallback(taxonomy, trace, family):
 def test_any_bytes_classify_and_featurise_without_raising(taxonomy, raw, reason, code):
     v = classify(facts(failure_reason=reason, exit_code=code), raw, taxonomy)
     assert isinstance(v.family, Family)
-    f = features(raw, failure_reason=reason, exit_code=code, structure=analyse(raw))
-    out = default_model().predict(f)
+    out = default_model().predict(feats(raw, failure_reason=reason, exit_code=code))
     assert 0.0 <= out.probability <= 1.0 and out.family in default_model().classes
