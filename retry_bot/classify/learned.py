@@ -144,21 +144,31 @@ def last_lines(raw: bytes) -> list[bytes]:
 
 
 def features(trace: TraceText, *, failure_reason: str | None, exit_code: int | None, structure: Structure,
-             known: frozenset[bytes] | None = None, words: set[bytes] | None = None) -> set[str]:
+             vocabulary: "LearnedModel | None" = None, words: set[bytes] | None = None) -> set[str]:
     """The model's features of one trace tail and its structure.
 
-    ``known``: the model's word vocabulary (bytes); only those words are decoded (the others
-    cannot weigh).  ``None``: every word (training).  ``words``: :func:`known_words`, when the
-    caller has it already.
+    ``vocabulary``: the model's (:class:`LearnedModel`), so that only the features it knows are
+    made (the others cannot weigh); ``None``: every feature (training).  ``words``:
+    :func:`known_words`, when the caller has it already.
     """
-    if words is None:
-        words = known_words(trace, known)
-    feats = {w.decode("ascii") for w in words if is_word(w)}
-    for line in last_lines(trace.raw):
-        feats.update("$" + w for w in line_words(line))
-        for num in _NUMBER.findall(line):
-            if num.decode("ascii") in KEPT_NUMBERS:
-                feats.add("#" + num.decode("ascii"))
+    if vocabulary is None:
+        feats = {w.decode("ascii") for w in known_words(trace) if is_word(w)}
+        for line in last_lines(trace.raw):
+            feats.update("$" + w for w in line_words(line))
+            for num in _NUMBER.findall(line):
+                if num.decode("ascii") in KEPT_NUMBERS:
+                    feats.add("#" + num.decode("ascii"))
+    else:
+        # The same features, restricted to the model's: C-level set operations and lookups.
+        if words is None:
+            words = known_words(trace, vocabulary.words)
+        feats = set(map(vocabulary.word_str.__getitem__, words))
+        for line in last_lines(trace.raw):
+            last = vocabulary.last_words.keys() & line.lower().translate(_LETTERS).split()
+            feats.update(map(vocabulary.last_words.__getitem__, last))
+            for num in _NUMBER.findall(line):
+                if num.decode("ascii") in KEPT_NUMBERS:
+                    feats.add("#" + num.decode("ascii"))
     reason = (failure_reason or "").strip().lower()
     feats.add(f"s:reason={reason or 'none'}")
     if exit_code is None:
@@ -214,6 +224,11 @@ class LearnedModel:
         #: The words of 3 letters or more: those the ``min_words`` gate counts (random bytes and
         #: encodings leave many 2-letter runs, hardly any longer one).
         self.long_words = frozenset(w for w in self.words if len(w) >= 3)
+        self.long_word_features = frozenset(f for f in self.word_features if len(f) >= 3)
+        #: word (bytes) -> its feature; a last line's word (bytes) -> its ``$`` feature.
+        self.word_str: dict[bytes, str] = {f.encode("ascii"): f for f in self.word_features}
+        self.last_words: dict[bytes, str] = {f[1:].encode("ascii"): f for f in weights
+                                             if f.startswith("$") and f[1:2].isalpha()}
         #: Per class: feature -> sort key putting first the features whose likelihood favours the
         #: class most over the mean of the others (the evidence's "weighed most").
         self.ranking: tuple[dict[str, tuple[float, str]], ...] = tuple(
@@ -230,8 +245,9 @@ class LearnedModel:
 
     def features(self, trace: TraceText, *, failure_reason: str | None, exit_code: int | None,
                  structure: Structure, words: set[bytes] | None = None) -> set[str]:
+        """:func:`features`, restricted to the ones this model knows."""
         return features(trace, failure_reason=failure_reason, exit_code=exit_code, structure=structure,
-                        known=self.words, words=words)
+                        vocabulary=self, words=words)
 
     def predict(self, feats: Iterable[str], exclude: Iterable[str] = ()) -> LearnedVerdict:
         """The posterior over the model's classes (``exclude``: classes not allowed; the rest renormalised)."""
@@ -249,7 +265,7 @@ class LearnedModel:
         post = {self.classes[c]: exps[c] / total for c in range(len(self.classes))}
         best = max(range(len(self.classes)), key=lambda c: (scores[c], -c))
         top_feats = tuple(heapq.nsmallest(6, known, key=self.ranking[best].__getitem__))
-        words = sum(1 for f in self.word_features.intersection(known) if len(f) >= 3)
+        words = len(self.long_word_features.intersection(known))
         return LearnedVerdict(self.classes[best], post[self.classes[best]], top_feats, post, words)
 
 

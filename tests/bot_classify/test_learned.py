@@ -258,3 +258,14 @@ def test_any_bytes_classify_and_featurise_without_raising(taxonomy, raw, reason,
     assert isinstance(v.family, Family)
     out = default_model().predict(feats(raw, failure_reason=reason, exit_code=code))
     assert 0.0 <= out.probability <= 1.0 and out.family in default_model().classes
+
+
+def test_the_classifiers_fast_features_equal_the_training_features_on_every_read_case():
+    model = default_model()
+    for split in READ_SPLITS:
+        for c in load_split(DATA, split):
+            raw = c["excerpt"].encode("utf-8")
+            kw = {"failure_reason": c.get("failure_reason"), "exit_code": c.get("exit_code"),
+                  "structure": analyse(raw)}
+            slow = features(TraceText(raw), **kw) & model.vocabulary
+            assert model.features(TraceText(raw), **kw) & model.vocabulary == slow, c["id"]
