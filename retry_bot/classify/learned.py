@@ -120,7 +120,7 @@ def known_words(trace: TraceText, known: frozenset[bytes] | None = None) -> set[
     the usage-record markers' letter runs."""
     words = trace.words()
     words = set(words) if known is None else words & known
-    if words and _MARKER in trace.raw[-40 * 1024:]:
+    if words and trace.raw.find(_MARKER, max(0, len(trace.raw) - 40 * 1024)) >= 0:
         words -= _marker_words(trace.raw)
     return words
 
@@ -229,10 +229,10 @@ class LearnedModel:
         self.word_str: dict[bytes, str] = {f.encode("ascii"): f for f in self.word_features}
         self.last_words: dict[bytes, str] = {f[1:].encode("ascii"): f for f in weights
                                              if f.startswith("$") and f[1:2].isalpha()}
-        #: Per class: feature -> sort key putting first the features whose likelihood favours the
-        #: class most over the mean of the others (the evidence's "weighed most").
-        self.ranking: tuple[dict[str, tuple[float, str]], ...] = tuple(
-            {f: (-(w[c] - (sum(w) - w[c]) / max(k - 1, 1)), f) for f, w in weights.items()} for c in range(k))
+        #: Per class: feature -> how much its likelihood favours the class over the mean of the
+        #: others (the evidence's "weighed most").
+        self.lift: tuple[dict[str, float], ...] = tuple(
+            {f: w[c] - (sum(w) - w[c]) / max(k - 1, 1) for f, w in weights.items()} for c in range(k))
         self.version = str(data.get("version", ""))
         #: Below this many known words the model does not speak (its probabilities are not
         #: calibrated: a few strongly weighted words give a confident posterior on a thin trace).
@@ -264,7 +264,7 @@ class LearnedModel:
         total = sum(exps)
         post = {self.classes[c]: exps[c] / total for c in range(len(self.classes))}
         best = max(range(len(self.classes)), key=lambda c: (scores[c], -c))
-        top_feats = tuple(heapq.nsmallest(6, known, key=self.ranking[best].__getitem__))
+        top_feats = tuple(heapq.nlargest(6, sorted(known), key=self.lift[best].__getitem__))  # stable on ties
         words = len(self.long_word_features.intersection(known))
         return LearnedVerdict(self.classes[best], post[self.classes[best]], top_feats, post, words)
 
