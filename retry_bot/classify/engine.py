@@ -11,9 +11,9 @@ taxonomy's fallback category is returned with ``confidence = "weak"``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from retry_bot.classify.learned import ELIGIBLE_STAGES, consult, default_model
+from retry_bot.classify.learned import ELIGIBLE_STAGES, ModelUnavailable, consult, default_model
 from retry_bot.classify.structure import Structure, analyse, record_covers_failure, signal_name, signal_of
 from retry_bot.classify.taxonomy import Pattern, Rule, Taxonomy
 from retry_bot.classify.trace import DEFAULT_TAIL_BYTES, NeedleIndex, TraceText
@@ -350,8 +350,12 @@ def _learned(ctx: _Context, verdict: Classification, taxonomy: Taxonomy) -> Clas
     when the taxonomy's ``[learned]`` table enables it; the verdict itself otherwise."""
     if not taxonomy.learned_enabled:
         return verdict
+    try:
+        model = default_model()
+    except ModelUnavailable as e:
+        return replace(verdict, evidence=verdict.evidence + (f"learned fallback unavailable: {e}",))
     code, _ = ctx.exit_code()
-    return consult(default_model(), verdict, ctx.trace, failure_reason=ctx.reason, exit_code=code,
+    return consult(model, verdict, ctx.trace, failure_reason=ctx.reason, exit_code=code,
                    structure=ctx.structure, min_probability=taxonomy.learned_min_probability,
                    allow_oom=ctx.no_oom_stage is None)
 

@@ -48,8 +48,9 @@ from retry_bot.classify.trace import TraceText, clean_line
 from retry_bot.model import Classification, Family
 from runner_wrapper.marker import MARKER_PREFIX
 
-__all__ = ["LAST_BYTES", "LAST_LINES", "KEPT_NUMBERS", "LearnedModel", "LearnedVerdict", "features",
-           "is_word", "line_words", "known_words", "last_lines", "default_model", "consult", "ELIGIBLE_STAGES", "MODEL_RESOURCE", "MODEL_FORMAT"]
+__all__ = ["LAST_BYTES", "LAST_LINES", "KEPT_NUMBERS", "LearnedModel", "LearnedVerdict", "features", "is_word",
+           "line_words", "known_words", "last_lines", "default_model", "consult", "ELIGIBLE_STAGES",
+           "MODEL_RESOURCE", "MODEL_FORMAT", "ModelUnavailable"]
 
 #: The last non-blank lines whose words count twice (prefixed ``$``) ...
 LAST_LINES = 5
@@ -269,15 +270,25 @@ class LearnedModel:
         return LearnedVerdict(self.classes[best], post[self.classes[best]], top_feats, post, words)
 
 
-_DEFAULT: LearnedModel | None = None
+class ModelUnavailable(Exception):
+    """The shipped artifact cannot be read (a damaged installation): the fallback stays silent."""
+
+
+_DEFAULT: LearnedModel | ModelUnavailable | None = None
 
 
 def default_model() -> LearnedModel:
-    """The shipped model, loaded on first use and kept."""
+    """The shipped model, loaded on first use and kept (a failure too: raised again, not retried)."""
     global _DEFAULT
     if _DEFAULT is None:
-        text = resources.files("retry_bot.classify").joinpath(MODEL_RESOURCE).read_text("utf-8")
-        _DEFAULT = LearnedModel.from_json(text)
+        try:
+            text = resources.files("retry_bot.classify").joinpath(MODEL_RESOURCE).read_text("utf-8")
+            _DEFAULT = LearnedModel.from_json(text)
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+            _DEFAULT = ModelUnavailable(f"the learned model {MODEL_RESOURCE} cannot be read ({e}); "
+                                        "reinstall gitlab-rightsizer")
+    if isinstance(_DEFAULT, ModelUnavailable):
+        raise _DEFAULT
     return _DEFAULT
 
 

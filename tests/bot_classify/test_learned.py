@@ -269,3 +269,20 @@ def test_the_classifiers_fast_features_equal_the_training_features_on_every_read
                   "structure": analyse(raw)}
             slow = features(TraceText(raw), **kw) & model.vocabulary
             assert model.features(TraceText(raw), **kw) & model.vocabulary == slow, c["id"]
+
+
+def test_a_damaged_artifact_leaves_unknown_with_a_note_not_a_traceback(taxonomy, monkeypatch):
+    import retry_bot.classify.learned as learned
+
+    class Broken:
+        def joinpath(self, name):
+            return self
+
+        def read_text(self, encoding):
+            return '{"format": 2, "classes": ["oom"]'  # cut short
+
+    monkeypatch.setattr(learned, "_DEFAULT", None)
+    monkeypatch.setattr(learned.resources, "files", lambda pkg: Broken())
+    v = classify(facts(failure_reason="script_failure"), OOMISH * 3, taxonomy)
+    assert v.family == Family.UNKNOWN and "learned fallback unavailable" in v.evidence[-1], v
+    monkeypatch.setattr(learned, "_DEFAULT", None)
