@@ -11,7 +11,7 @@ Workloads (each trace is exactly 256 KiB, the tail the bot reads):
   synthetic build output (coloured CMake progress, compiler warnings, passing tests, GitLab section
   markers, a few carriage-return progress bars);
 * ``no-match``: the same build output ending in a plain ``exit code 1`` (every stage scans its whole
-  window: the slowest ordinary case);
+  window, then the learned fallback reads the trace: the slowest ordinary case);
 * ``binary``: random bytes;
 * ``needle-storm``: 256 KiB made of words the rules look for ("error", "Killed", "failed", "timeout")
   that never form a match (adversarial for the literal pre-filter).

@@ -11,8 +11,9 @@ taxonomy's fallback category is returned with ``confidence = "weak"``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from retry_bot.classify.learned import ELIGIBLE_STAGES, ModelUnavailable, consult, default_model
 from retry_bot.classify.structure import Structure, analyse, record_covers_failure, signal_name, signal_of
 from retry_bot.classify.taxonomy import Pattern, Rule, Taxonomy
 from retry_bot.classify.trace import DEFAULT_TAIL_BYTES, NeedleIndex, TraceText
@@ -319,10 +320,13 @@ def classify(facts: JobFacts, trace_tail: bytes, taxonomy: Taxonomy,
                           "failing stage and counts no OOM kill",)
             if stage.name in _STRUCTURE_NOTED:
                 notes += _structure_note(ctx)
-            return Classification(
+            verdict = Classification(
                 category=r.category, family=r.family, rule=r.name,
                 evidence=chosen.evidence + notes, confidence=r.confidence,
             )
+            if r.family == Family.UNKNOWN and stage.name in ELIGIBLE_STAGES:
+                return _learned(ctx, verdict, taxonomy)
+            return verdict
     if ctx.demoted is not None:
         d = ctx.demoted
         where = f"stage {ctx.no_oom_stage}" if ctx.no_oom_stage else "the failing stage"
@@ -332,10 +336,28 @@ def classify(facts: JobFacts, trace_tail: bytes, taxonomy: Taxonomy,
                                    f"no OOM kill there (record: {_record_evidence(ctx.record)})",) + tuple(ctx.notes),
             confidence="weak",
         )
-    return Classification(
+    verdict = Classification(
         category=taxonomy.fallback_category, family=taxonomy.fallback_family, rule="fallback",
         evidence=("no rule matched",) + _structure_note(ctx) + tuple(ctx.notes), confidence="weak",
     )
+    if taxonomy.fallback_family == Family.UNKNOWN:
+        return _learned(ctx, verdict, taxonomy)
+    return verdict
+
+
+def _learned(ctx: _Context, verdict: Classification, taxonomy: Taxonomy) -> Classification:
+    """The learned fallback (:mod:`retry_bot.classify.learned`) on an eligible ``unknown`` verdict,
+    when the taxonomy's ``[learned]`` table enables it; the verdict itself otherwise."""
+    if not taxonomy.learned_enabled:
+        return verdict
+    try:
+        model = default_model()
+    except ModelUnavailable as e:
+        return replace(verdict, evidence=verdict.evidence + (f"learned fallback unavailable: {e}",))
+    code, _ = ctx.exit_code()
+    return consult(model, verdict, ctx.trace, failure_reason=ctx.reason, exit_code=code,
+                   structure=ctx.structure, min_probability=taxonomy.learned_min_probability,
+                   allow_oom=ctx.no_oom_stage is None)
 
 
 #: Stages whose verdicts are weak fallbacks: their evidence also says what the trace's shape showed.

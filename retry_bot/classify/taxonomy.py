@@ -11,7 +11,8 @@ it with further files, applied in order:
 * ``[stages.NAME]`` tables add or change stages; ``stage_order`` replaces the
   precedence of stages;
 * ``[families.NAME]`` changes a family's description and suggested action;
-* ``[fallback]`` changes the verdict when nothing matches.
+* ``[fallback]`` changes the verdict when nothing matches; ``[learned]`` turns the learned
+  fallback on or off and sets how sure it must be (``min_probability``).
 
 Every problem in every file is collected and raised at once as a
 :class:`~retry_bot.problems.ConfigError`, each with its key path and line.
@@ -71,7 +72,7 @@ _RULE_KEYS = {
 _CONDITION_KEYS = ("failure_reasons", "statuses", "exit_codes", "patterns", "record", "job_name", "job_stage",
                    "sections", "last_command")
 _RECORD_KEYS = {"oom_kills_at_least", "oom_kills_at_most", "peak_to_limit_at_least"}
-_TOP_KEYS = {"schema", "stage_order", "stages", "families", "fallback", "rule", "description"}
+_TOP_KEYS = {"schema", "stage_order", "stages", "families", "fallback", "learned", "rule", "description"}
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,10 @@ class Taxonomy:
     families: Mapping[Family, FamilyInfo]
     fallback_category: str = "unclassified"
     fallback_family: Family = Family.UNKNOWN
+    #: The learned fallback (``[learned]``): whether it may replace an ``unknown`` verdict, and how
+    #: sure it must be (see :mod:`retry_bot.classify.learned`).
+    learned_enabled: bool = True
+    learned_min_probability: float = 0.6
     sources: tuple[str, ...] = ()
     #: Per-stage search plans compiled by the classifier on first use (not part of the value).
     compiled: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
@@ -270,6 +275,7 @@ def _build(docs: list[_Doc], problems: list[Problem]) -> Taxonomy:
         Family(f): FamilyInfo(Family(f), "", Action.NONE) for f in FAMILIES
     }
     fallback = {"category": "unclassified", "family": "unknown"}
+    learned: dict[str, Any] = {"enabled": True, "min_probability": 0.6}
     # name -> (merged raw rule, doc of last change, index in that doc, load order)
     raw_rules: dict[str, tuple[dict[str, Any], _Doc, int, int]] = {}
     order = 0
@@ -368,6 +374,24 @@ def _build(docs: list[_Doc], problems: list[Problem]) -> Taxonomy:
                                             find_line(doc.text, "fallback.category"), doc.source))
                 else:
                     fallback[k] = v
+        # learned fallback
+        lf = d.get("learned", {})
+        if not isinstance(lf, dict):
+            problems.append(Problem("learned", "must be a table", find_line(doc.text, "learned"), doc.source))
+        else:
+            for k, v in lf.items():
+                if k == "enabled" and isinstance(v, bool):
+                    learned[k] = v
+                elif k == "min_probability" and isinstance(v, (int, float)) and not isinstance(v, bool) \
+                        and 0.5 <= v <= 1.0:
+                    learned[k] = float(v)
+                elif k in ("enabled", "min_probability"):
+                    problems.append(Problem(f"learned.{k}", "must be true or false" if k == "enabled" else
+                                            "must be a number from 0.5 to 1.0 (1.0: the model never speaks)",
+                                            find_line(doc.text, f"learned.{k}"), doc.source))
+                else:
+                    problems.append(Problem(f"learned.{k}", "unknown key (expected enabled, min_probability)",
+                                            find_line(doc.text, f"learned.{k}"), doc.source))
         # rules
         rules = d.get("rule", [])
         if not isinstance(rules, list):
@@ -432,6 +456,8 @@ def _build(docs: list[_Doc], problems: list[Problem]) -> Taxonomy:
         families=families,
         fallback_category=str(fallback["category"]),
         fallback_family=Family(fallback["family"]),
+        learned_enabled=bool(learned["enabled"]),
+        learned_min_probability=float(learned["min_probability"]),
         sources=tuple(d.source for d in docs),
     )
 

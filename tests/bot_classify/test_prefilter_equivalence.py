@@ -79,4 +79,9 @@ def test_fast_path_equals_brute_force(lines):
     raw = b"\n".join(lines) + b"\n"
     assert b"exit code" not in raw and b"exit status" not in raw
     got = classify(JobFacts(job_id=1, name="j"), raw, TAX).rule
-    assert got == reference(raw), raw
+    want = reference(raw)
+    # The learned fallback may speak only where no rule matched (never over a rule's verdict).
+    if got.startswith("learned:"):
+        assert want == "fallback", (raw, got, want)
+        got = "fallback"
+    assert got == want, raw

@@ -129,3 +129,23 @@ def test_the_prefilter_changes_no_verdict_on_long_traces(seed):
     with _NoPrefilter():
         slow = classify(facts, raw, TAX)
     assert (fast.rule, fast.category, fast.evidence) == (slow.rule, slow.category, slow.evidence)
+
+
+def test_the_older_regions_vocabulary_never_dismisses_a_needle_that_occurs_there():
+    """A region reaching before the vocabulary's 32 KiB gets its own vocabulary when many needles
+    are pending there (trace.py ``_older_vocabulary``): every needle that occurs in it, wherever it
+    starts (deep in it, just before the vocabulary's part, straddling the boundary), stays live."""
+    index = NeedleIndex(NEEDLES)
+    filler = b"[ 12%] plain output of a build step, nothing to see\n"
+    recent = (filler * (VOCABULARY_BYTES // len(filler) + 2))[-VOCABULARY_BYTES:]
+    rng = random.Random(11)
+    pad = (filler * 900)[:20000]
+    for needle in rng.sample(NEEDLES, 200):
+        for back in (4000, 600, 3, 1, len(needle) // 2 or 1):  # bytes before the vocabulary's part
+            buf = bytearray(pad + recent)
+            at = len(pad) - back
+            buf[at:at + len(needle)] = needle
+            raw = bytes(buf[:len(pad) + VOCABULARY_BYTES])
+            assert len(raw) - VOCABULARY_BYTES == len(pad) and raw[at:].startswith(needle)
+            live = TraceText(raw).live_needles(index, lo=0)
+            assert needle in live, (needle, back)

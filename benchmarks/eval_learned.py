@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""The learned fallback measured honestly: temporally, on blind sets the rules had not seen.
+
+The rules of today have read every labelled split, so in-sample figures prove nothing.  The history
+is used instead: for held-out D, the rules as they were when D was scored blind (``5c6641f``, never
+saw D) plus a model trained only on the splits read before D (cases, tuning, A, B, C); for held-out
+E, the rules at ``187f4f0`` (never saw E) plus a model trained on those and D.  The old rules'
+verdicts come from the old classifier itself (``git archive`` of that commit into a cache directory,
+run in a subprocess that prints one JSON line per case); the fallback (today's
+:mod:`retry_bot.classify.learned`, trained as said) then replaces an eligible ``unknown``, and
+today's ``decide()`` with the shipped default policy decides, as ``benchmarks/score_classify.py``
+does (memory limit in force known, ``KUBERNETES_MEMORY_LIMIT=4Gi``).
+
+Usage::
+
+    .venv/bin/python benchmarks/eval_learned.py            # D and E: rules alone vs rules + model; LOSO CV
+    .venv/bin/python benchmarks/eval_learned.py --tune     # the grid the options were chosen from (on D only)
+
+Held-out F (sealed: the lead scores it once) and any later split are refused: no option lets this
+script read them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from retry_bot.classify.engine import effective_exit_code  # noqa: E402
+from retry_bot.classify.learned import ELIGIBLE_STAGES, LearnedModel, consult  # noqa: E402
+from retry_bot.classify.structure import analyse  # noqa: E402
+from retry_bot.classify.taxonomy import load_taxonomy  # noqa: E402
+from retry_bot.classify.trace import TraceText  # noqa: E402
+from retry_bot.classify.train import DEFAULT_OPTIONS, READ_SPLITS, case_features, train  # noqa: E402
+from retry_bot.decide import Action, ClassUsage, decide  # noqa: E402
+from retry_bot.model import Classification, Family, JobFacts  # noqa: E402
+from retry_bot.policy import default_policy  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "joblogs"
+LIMIT = "4Gi"
+WANTED = {"oom": Action.RESIZE, "infrastructure": Action.RETRY}
+#: Blind set -> (the commit it was scored blind at, the splits read before it was collected).
+TEMPORAL: dict[str, tuple[str, tuple[str, ...]]] = {
+    "heldout-d": ("5c6641f", ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c")),
+    "heldout-e": ("187f4f0", ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d")),
+}
+
+_OLD_CLASSIFIER = r"""
+import json, sys, tomllib
+from retry_bot.classify import classify, load_taxonomy
+from retry_bot.model import JobFacts
+tax = load_taxonomy()
+stage_of = {r.name: r.stage for r in tax.rules}
+for i, c in enumerate(tomllib.loads(open(sys.argv[1], encoding="utf-8").read())["case"], 1):
+    facts = JobFacts(job_id=i, name=c["id"], failure_reason=c.get("failure_reason"), exit_code=c.get("exit_code"),
+                     status=c.get("status", "failed"), variables={"KUBERNETES_MEMORY_LIMIT": sys.argv[2]})
+    v = classify(facts, c["excerpt"].encode("utf-8"), tax)
+    print(json.dumps({"id": c["id"], "family": v.family.value, "category": v.category, "rule": v.rule,
+                      "confidence": v.confidence, "stage": stage_of.get(v.rule, "fallback"),
+                      "evidence": list(v.evidence)[:4]}))
+"""
+
+
+def load(split: str) -> list[dict[str, Any]]:
+    if split not in READ_SPLITS:
+        raise SystemExit(f"refused: {split} is not a read split (held-out F and later sets stay sealed)")
+    return list(tomllib.loads((DATA / f"{split}.toml").read_text("utf-8"))["case"])
+
+
+def old_tree(commit: str) -> Path:
+    """The classifier as it was at ``commit`` (``git archive`` into a cache directory, once)."""
+    dest = Path(tempfile.gettempdir()) / f"rightsizer-eval-learned-{commit}"
+    if not (dest / "retry_bot" / "classify" / "engine.py").exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile() as tar:
+            subprocess.run(["git", "-C", str(ROOT), "archive", commit, "retry_bot", "runner_wrapper"],
+                           stdout=tar, check=True)
+            tar.seek(0)
+            with tarfile.open(fileobj=tar) as tf:
+                tf.extractall(dest, filter="data")
+    return dest
+
+
+def old_verdicts(commit: str, split: str) -> dict[str, dict[str, Any]]:
+    load(split)  # refuses sealed splits before anything runs
+    env = {**os.environ, "PYTHONPATH": str(old_tree(commit))}
+    out = subprocess.run([sys.executable, "-c", _OLD_CLASSIFIER, str(DATA / f"{split}.toml"), LIMIT],
+                         capture_output=True, text=True, env=env, check=True, cwd=tempfile.gettempdir())
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    return {r["id"]: r for r in rows}
+
+
+@dataclass
+class Score:
+    n: int = 0
+    right: int = 0
+    family: int = 0
+    oom: int = 0
+    oom_resized: int = 0
+    infra: int = 0
+    infra_retried: int = 0
+    wasted: int = 0
+    unknown: int = 0
+    spoke: int = 0
+    spoke_right: int = 0
+    changed: list[str] = field(default_factory=list)
+
+    def row(self, label: str) -> str:
+        pct = lambda a, b: f"{100 * a / b:5.1f}%" if b else "  n/a"  # noqa: E731
+        extra = f"  model spoke {self.spoke:2d} ({self.spoke_right} right family)" if self.spoke else ""
+        return (f"{label:28} right {pct(self.right, self.n)}  family {pct(self.family, self.n)}  "
+                f"OOM resized {self.oom_resized:2d}/{self.oom:<2d}  infra retried {self.infra_retried:2d}/{self.infra:<2d}  "
+                f"det. re-runs/100 {100 * self.wasted / self.n:4.1f}  unknown {pct(self.unknown, self.n)}{extra}")
+
+
+def facts_of(i: int, c: Mapping[str, Any]) -> JobFacts:
+    return JobFacts(job_id=i, name=c["id"], failure_reason=c.get("failure_reason"), exit_code=c.get("exit_code"),
+                    status=c.get("status", "failed"), variables={"KUBERNETES_MEMORY_LIMIT": LIMIT})
+
+
+def with_model(model: LearnedModel | None, old: Mapping[str, Any], c: Mapping[str, Any], facts: JobFacts,
+               threshold: float) -> Classification:
+    """The old rules' verdict, through today's fallback when it is eligible."""
+    verdict = Classification(category=old["category"], family=Family(old["family"]), rule=old["rule"],
+                             evidence=tuple(old["evidence"]), confidence=old["confidence"])
+    if model is None or verdict.family != Family.UNKNOWN or old["stage"] not in ELIGIBLE_STAGES:
+        return verdict
+    raw = c["excerpt"].encode("utf-8")
+    trace = TraceText(raw)
+    code, _ = effective_exit_code(facts, trace, None)
+    return consult(model, verdict, trace, failure_reason=facts.failure_reason, exit_code=code,
+                   structure=analyse(raw), min_probability=threshold)
+
+
+def score(cases: list[dict[str, Any]], olds: Mapping[str, Mapping[str, Any]], model: LearnedModel | None,
+          threshold: float, policy) -> Score:
+    s = Score()
+    for i, c in enumerate(cases, 1):
+        facts = facts_of(i, c)
+        old = olds[c["id"]]
+        verdict = with_model(model, old, c, facts, threshold)
+        got = decide(facts, verdict, [], policy, ClassUsage()).action
+        want = WANTED.get(c["family"], Action.NONE)
+        fam = verdict.family.value
+        s.n += 1
+        s.right += got == want
+        s.family += fam == c["family"]
+        s.unknown += fam == "unknown"
+        if verdict.rule.startswith("learned:"):
+            s.spoke += 1
+            s.spoke_right += fam == c["family"]
+            s.changed.append(f"{c['id']}: label {c['family']}, learned {fam} -> {got.value}")
+        if c["family"] == "oom":
+            s.oom += 1
+            s.oom_resized += got == Action.RESIZE
+        elif c["family"] == "infrastructure":
+            s.infra += 1
+            s.infra_retried += got == Action.RETRY
+        elif got != Action.NONE:
+            s.wasted += 1
+    return s
+
+
+def acting_policy():
+    """The shipped policy, but learned oom / infrastructure verdicts act as the issue's cautious
+    treatment would have them: one resize, one retry."""
+    from retry_bot.policy.model import Action as PAction, RuleUpdate
+
+    p = default_policy()
+    cats = dict(p.categories)
+    cats["learned_oom"] = RuleUpdate(action=PAction.RESIZE, budget=1)
+    cats["learned_infrastructure"] = RuleUpdate(action=PAction.RETRY, budget=1)
+    return replace(p, categories=cats)
+
+
+def model_for(splits: tuple[str, ...], options: Mapping[str, Any]) -> LearnedModel:
+    return LearnedModel(train([c for sp in splits for c in load(sp)], options, splits))
+
+
+def loso(options: Mapping[str, Any], threshold: float) -> None:
+    """Leave-one-split-out cross-validation of the model alone (no rules) on the read splits."""
+    print(f"\nleave-one-split-out, model alone (options {dict(options)}, threshold {threshold}; 'speaks': "
+          f"at or above the threshold with at least min_words known words):")
+    tot = [0, 0, 0, 0]
+    for held in READ_SPLITS:
+        model = model_for(tuple(s for s in READ_SPLITS if s != held), options)
+        n = right = spoke = spoke_right = 0
+        for c in load(held):
+            if c["family"] not in model.classes:
+                continue
+            out = model.predict(case_features(c))
+            n += 1
+            right += out.family == c["family"]
+            if out.probability >= threshold and out.known_words >= model.min_words:
+                spoke += 1
+                spoke_right += out.family == c["family"]
+        for k, v in enumerate((n, right, spoke, spoke_right)):
+            tot[k] += v
+        print(f"  {held:10} n={n:3d}  argmax family right {100 * right / n:5.1f}%  speaks "
+              f"{spoke:3d} ({100 * spoke / n:5.1f}%), of which right {100 * spoke_right / max(spoke, 1):5.1f}%")
+    n, right, spoke, spoke_right = tot
+    print(f"  {'all':10} n={n:3d}  argmax family right {100 * right / n:5.1f}%  speaks "
+          f"{spoke:3d} ({100 * spoke / n:5.1f}%), of which right {100 * spoke_right / max(spoke, 1):5.1f}%")
+
+
+def tune() -> None:
+    """The grid on D only (model trained on cases, tuning, A, B, C; rules at 5c6641f; learned verdicts
+    acting, budget 1)."""
+    commit, before = TEMPORAL["heldout-d"]
+    cases = load("heldout-d")
+    olds = old_verdicts(commit, "heldout-d")
+    policy = acting_policy()  # so that the grid shows what acting on the model would do
+    print(score(cases, olds, None, 1.0, policy).row("D rules alone"))
+    for min_words in (0, 5, 8, 12, 16):
+        opts = {**DEFAULT_OPTIONS, "min_words": min_words}
+        model = model_for(before, opts)
+        for th in (0.6, 0.8, 0.9):
+            print(score(cases, olds, model, th, policy).row(f"{dict(opts)} t={th}"))
+    for uniform in (True, False):
+        for alpha in (0.1, 0.25, 0.5, 1.0):
+            for min_df in (1, 2, 3):
+                opts = {**DEFAULT_OPTIONS, "alpha": alpha, "min_df": min_df, "uniform_prior": uniform}
+                model = model_for(before, opts)
+                for th in (0.6, 0.8, 0.9, 0.99):
+                    s = score(cases, olds, model, th, policy)
+                    print(s.row(f"a={alpha} df={min_df} u={int(uniform)} t={th}"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tune", action="store_true", help="print the grid on held-out D the options were chosen from")
+    ap.add_argument("--changes", action="store_true", help="list the cases where the model spoke")
+    ap.add_argument("--no-loso", action="store_true", help="skip the leave-one-split-out cross-validation")
+    args = ap.parse_args(argv)
+    if args.tune:
+        tune()
+        return 0
+    threshold = load_taxonomy().learned_min_probability
+    policy = default_policy()
+    acting = acting_policy()
+    print(f"options {dict(DEFAULT_OPTIONS)}, min_probability {threshold} (the shipped [learned] table)")
+    for split, (commit, before) in TEMPORAL.items():
+        cases = load(split)
+        olds = old_verdicts(commit, split)
+        model = model_for(before, DEFAULT_OPTIONS)
+        print(f"\n{split}: rules at {commit}; model trained on {', '.join(before)} ({model.data['cases']} cases)")
+        print(score(cases, olds, None, threshold, policy).row("  rules alone"))
+        s = score(cases, olds, model, threshold, policy)
+        print(s.row("  + learned (shipped policy)"))
+        print(score(cases, olds, model, threshold, acting).row("  + learned, acting (budget 1)"))
+        if args.changes:
+            for line in s.changed:
+                print(f"      {line}")
+    if not args.no_loso:
+        loso(DEFAULT_OPTIONS, threshold)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
