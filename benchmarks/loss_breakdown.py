@@ -65,6 +65,12 @@ class RecordingAllocator(PredictorAllocator):
         return super().first(job)
 
 
+def _oracle_p(tr: tuple[float, float, float, float], x: float) -> float:
+    """P(log peak > x) under the true distribution ``tr``."""
+    mu, s, p, h = tr
+    return (1 - p) * _q((x - mu) / s) + p * _q((x - mu - h) / s)
+
+
 def oracle_limits(truth: dict, ids: list[int], kills: float) -> tuple[dict[int, float], float]:
     """Each job's log limit minimising ``L + lam P(peak > L)`` with ``lam`` set for ``kills`` expected kills."""
     uni = [(j, truth[j][0], truth[j][1]) for j in ids if not truth[j][2]]
@@ -130,7 +136,7 @@ def breakdown(seed: int, mix_name: str, policy_path: str, jobs: int | None, tmp:
     def row(name: str) -> dict[str, float]:
         return rows.setdefault(name, {"jobs": 0, "kills": 0, "peak": 0.0, "lim": 0.0, "olim": 0.0,
                                       "centre": 0.0, "spread": 0.0, "z": 0.0, "floors": 0.0,
-                                      "n_est": 0, "ce2": 0.0, "s2": 0.0, "sh2": 0.0, "zs": 0.0, "zh": 0.0})
+                                      "n_est": 0, "ce2": 0.0, "s2": 0.0, "sh2": 0.0, "zs": 0.0, "zh": 0.0, "okills": 0.0})
     pk_all = lim_all = 0.0
     for j in limited:
         job = jobs_by_id[j]
@@ -147,6 +153,7 @@ def breakdown(seed: int, mix_name: str, policy_path: str, jobs: int | None, tmp:
             cls = "steady"
         rw = row(cls)
         rw["jobs"] += 1
+        rw["okills"] += _oracle_p(truth[j], olog[j])
         L = float(by_job[j][0]["memory_limit_bytes"])
         if job.memory_peak_bytes > L:
             rw["kills"] += 1
@@ -192,7 +199,7 @@ def breakdown(seed: int, mix_name: str, policy_path: str, jobs: int | None, tmp:
              f"(budget {settings.oom_budget_per_100}), peak/limit {m['mem_peak_over_limit']:.3f}; oracle on the same "
              f"{len(limited):,} limited jobs at the same kills: {o_peak / o_lim:.3f} (price {lam / 1e9:.1f} GB/kill); "
              f"excess over the oracle {tot_excess / lim_all:.1%} of the limit bytes",
-             f"{'class':<10}{'jobs':>7}{'kills/100':>10}{'peak/lim':>9}{'oracle':>8}{'lim share':>10}"
+             f"{'class':<10}{'jobs':>7}{'kills/100':>10}{'oracle':>7}{'peak/lim':>9}{'oracle':>8}{'lim share':>10}"
              f"{'excess':>8}{'centre':>8}{'spread':>8}{'z':>8}{'floors':>8}"
              f"{'rms c err':>10}{'rms sd':>8}{'needed':>8}{'rms est':>8}{'z*':>6}{'z':>6}"]
     for name in ("steady", "drifting", "few runs", "bimodal", "retries"):
@@ -202,6 +209,7 @@ def breakdown(seed: int, mix_name: str, policy_path: str, jobs: int | None, tmp:
         ex = r["lim"] - r["olim"]
         pct = (lambda v: f"{v / tot_excess:>8.0%}") if tot_excess else (lambda v: f"{'-':>8}")
         lines.append(f"{name:<10}{int(r['jobs']):>7}{100 * r['kills'] / max(r['jobs'], 1):>10.2f}"
+                     f"{100 * r['okills'] / max(r['jobs'], 1):>7.2f}"
                      f"{r['peak'] / r['lim']:>9.3f}{r['peak'] / r['olim']:>8.3f}{r['lim'] / lim_all:>10.1%}"
                      + pct(ex) + "".join(pct(r[k]) for k in ("centre", "spread", "z", "floors"))
                      + (f"{math.sqrt(r['ce2'] / r['n_est']):>10.3f}{math.sqrt(r['s2'] / r['n_est']):>8.3f}"
