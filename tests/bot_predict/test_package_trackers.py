@@ -101,3 +101,54 @@ def test_the_oracle_spends_the_kills_it_is_given_and_prices_bytes():
     lims, _ = loss_breakdown.oracle_limits(truth, [1, 2, 3], 0.05)
     assert lims[3] > truth[3][0] + truth[3][3]
     assert sum(loss_breakdown._oracle_p(truth[j], lims[j]) for j in truth) <= 0.05 + 1e-6
+
+
+# ------------------------------------------------------------------ the tracker's spread prior
+@given(st.floats(min_value=0.0, max_value=1.0), st.floats(min_value=0.01, max_value=1.0),
+       st.floats(min_value=0.01, max_value=1.0), st.integers(min_value=6, max_value=60))
+@hsettings(max_examples=80, deadline=None)
+def test_the_tracker_spread_leans_on_the_package_noise(jitter, noise_lo, noise_hi, runs):
+    """The tracker's measured error is shrunk toward what its package's pooled noise predicts for a
+    mean of its runs: monotone in that noise, between the two, and the measured error with no prior."""
+    from retry_bot.predict.estimator import Tracker
+
+    tr = Tracker(len(DEFAULT_SETTINGS.tracker_half_lives_hours))
+    rng = random.Random(runs)
+    for i in range(runs):
+        tr.update(21.0 + jitter * rng.gauss(0, 1), i * 6 * HOUR, DEFAULT_SETTINGS)
+    lo, hi = sorted((noise_lo, noise_hi))
+    a = tr.centre_scale(0.1, DEFAULT_SETTINGS, None, lo)
+    b = tr.centre_scale(0.1, DEFAULT_SETTINGS, None, hi)
+    assert a is not None and b is not None and a[2] == b[2]
+    assert a[1] <= b[1] + 1e-12
+    i = a[2]
+    measured = math.sqrt(tr.err[i] / tr.n)
+    expected_hi = hi * math.sqrt(1.0 + 1.0 / tr.sw[i])
+    # a weighted mean of the two variances (unless the floor min_spread holds it up)
+    assert min(measured, expected_hi) - 1e-9 <= b[1] <= max(measured, expected_hi, DEFAULT_SETTINGS.min_spread) + 1e-9
+
+
+def test_tracegen_truth_leaves_the_records_unchanged():
+    import tracegen
+
+    mix = tracegen.universe(3, "drifting", 800)
+    truth: dict = {}
+    assert list(tracegen.generate(3, mix)) == list(tracegen.generate(3, mix, truth=truth))
+    assert sorted(truth) == list(range(1, 801))
+    assert all(t[1] > 0 for t in truth.values())
+
+
+def test_a_drifting_package_does_not_inflate_its_pooled_spread():
+    """A package growing 15 % a day with 2 % noise: its pooled one-step errors are taken against its keys'
+    best trackers (which follow the drift), not against their slowest means (which lag it by far:
+    a prior of 1.27 in log before)."""
+    rng = random.Random(1)
+    idx = new_index(DEFAULT_SETTINGS)
+    x = math.log(2e9)
+    for i in range(120):
+        x += 0.15 / 4
+        p = math.exp(x + rng.gauss(0, 0.02))
+        idx.add(Observation(key=BIG, at=i * 6 * HOUR, memory_peak_bytes=p, memory_mean_bytes=0.4 * p,
+                            cpu_mean_cores=1.0, ref="develop"))
+    a = predict(idx, BIG, 121 * 6 * HOUR)
+    assert a.figures["spread_prior"] < 0.3
