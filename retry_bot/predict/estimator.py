@@ -12,7 +12,9 @@ Model (all figures in :class:`Allocation.figures`):
   so nodes are packed by what jobs really use.
 * **Memory limit** ``exp(centre + z x spread)``: the key's centre and predictive spread
   come from its best centre tracker (:class:`Tracker`: time-decayed means of log peak at
-  several half-lives, each scored on the next run; the winner's RMS error is the spread),
+  several half-lives, and the package's means plus the level's learned offset
+  (:func:`_track_relative`), each scored on the next run; the winner's RMS error, shrunk toward
+  what the package's pooled noise predicts for it, is the spread),
   else the sample statistics (weighted mean and spread of log peak, shrunk toward the key's
   hierarchical prior where ``n`` is small, times ``sqrt(1 + 1/n)``: the pooled spread of its
   package's other keys at that level, shrunk toward the farm's, :func:`sibling_prior` and
