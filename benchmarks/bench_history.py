@@ -65,7 +65,7 @@ class Farm:
         return self.rng.choices(self.pkgs, cum_weights=self.cum)[0]
 
     def template(self) -> dict:
-        return self.record(0, T0)
+        return self.record(1, T0)   # job ids start at 1 (the record schema); each row sets its own
 
     def record_fast(self, template: dict, job_id: int, t: float) -> dict:
         """A record like :meth:`record` (same layout, from ``template``) without the dataclass round trip."""

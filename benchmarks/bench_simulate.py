@@ -61,7 +61,12 @@ HELD_OUT = ((101, "base"), (102, "quiet"), (103, "noisy"), (104, "drifting"), (1
             # nor replayed while it was designed and tuned (on TUNED and the public trace's first half)
             (401, "base"), (402, "quiet"), (403, "noisy"), (404, "drifting"), (405, "bimodal"),
             (406, "regime"), (407, "coldstart"), (408, "short"), (409, "long"), (410, "noisy"),
-            (411, "drifting"), (412, "random"))
+            (411, "drifting"), (412, "random"),
+            # held out from the third pass on (package-relative centres, the tracker spread's package
+            # prior): never generated nor replayed before the model was final; replayed once
+            (501, "base"), (502, "quiet"), (503, "noisy"), (504, "noisy"), (505, "drifting"),
+            (506, "drifting"), (507, "bimodal"), (508, "regime"), (509, "coldstart"), (510, "short"),
+            (511, "long"), (512, "random"))
 #: Held out from the issue-12 model change on (per-key trackers, upper modes, the limit gate): never
 #: generated nor replayed while it was designed; reported once, with ``HELD_OUT``.
 FRESH = ((301, "random"), (302, "random"), (303, "random"), (304, "random"), (305, "random"), (306, "random"))

@@ -160,8 +160,15 @@ def _universe(rng: random.Random, mix: Mix) -> list[_Package]:
     return out
 
 
-def generate(seed: int, mix: Mix = Mix(), start: str = "2025-01-06T00:00:00Z") -> Iterator[dict]:
-    """The trace's records, in order (``job_id`` 1..``mix.jobs``)."""
+def generate(seed: int, mix: Mix = Mix(), start: str = "2025-01-06T00:00:00Z",
+             truth: dict[int, tuple[float, float, float, float]] | None = None) -> Iterator[dict]:
+    """The trace's records, in order (``job_id`` 1..``mix.jobs``).
+
+    ``truth``, if given, receives each job's true distribution of log(peak), what an oracle would
+    know: ``job_id -> (centre, noise sd, p_high, log(high factor))`` (the centre without the upper
+    mode; ``benchmarks/loss_breakdown.py``).  Filling it draws nothing from the generator: the
+    records are the same with or without it.
+    """
     rng = random.Random(seed)
     pkgs = _universe(rng, mix)
     t0 = dt.datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp()
@@ -184,11 +191,17 @@ def generate(seed: int, mix: Mix = Mix(), start: str = "2025-01-06T00:00:00Z") -
         nv = 1 + int(frac * len(p.versions) * 1.2)
         vi = min(len(p.versions) - 1, rng.randrange(min(nv, len(p.versions))))
         variants, compiler, stack, cfac = rng.choice(p.configs)
-        log_peak = math.log(p.base * cfac) + p.walk + rng.gauss(0.0, p.noise)
+        centre = math.log(p.base * cfac) + p.walk
+        log_peak = centre + rng.gauss(0.0, p.noise)   # the same sum, in the same order, as before
         if p.swing_amp:
-            log_peak += p.swing_amp * math.sin(2 * math.pi * day / p.swing_period + p.swing_phase)
+            swing = p.swing_amp * math.sin(2 * math.pi * day / p.swing_period + p.swing_phase)
+            log_peak += swing
+            centre += swing
         if p.regime and frac >= mix.regime_at:
             log_peak += p.regime
+            centre += p.regime
+        if truth is not None:
+            truth[i + 1] = (centre, p.noise, p.p_high, math.log(p.high) if p.p_high else 0.0)
         if p.p_high and rng.random() < p.p_high:
             log_peak += math.log(p.high)
         peak = int(min(max(math.exp(log_peak), 20e6), 90e9))   # every build fits the largest runner (96Gi)

@@ -12,7 +12,9 @@ Model (all figures in :class:`Allocation.figures`):
   so nodes are packed by what jobs really use.
 * **Memory limit** ``exp(centre + z x spread)``: the key's centre and predictive spread
   come from its best centre tracker (:class:`Tracker`: time-decayed means of log peak at
-  several half-lives, each scored on the next run; the winner's RMS error is the spread),
+  several half-lives, and the package's means plus the level's learned offset
+  (:func:`_track_relative`), each scored on the next run; the winner's RMS error, shrunk toward
+  what the package's pooled noise predicts for it, is the spread),
   else the sample statistics (weighted mean and spread of log peak, shrunk toward the key's
   hierarchical prior where ``n`` is small, times ``sqrt(1 + 1/n)``: the pooled spread of its
   package's other keys at that level, shrunk toward the farm's, :func:`sibling_prior` and
@@ -387,7 +389,10 @@ def _pool_spread(index: HistoryIndex, levels: Sequence[tuple[int, tuple[str, ...
         tr = h.surprise
         if tr is None or tr.at is None:
             continue
-        j = len(tr.sw) - 1  # the slowest tracker: the key's mean
+        # against the level's best tracker (its slowest before one is scored): the error of the centre
+        # the model would use, not of a mean that lags a drifting key
+        b = tr.best(settings)
+        j = b if b is not None else len(tr.sw) - 1
         m = tr.sw[j]
         if m <= 0:
             continue
@@ -410,7 +415,7 @@ def _static_bucket(nbytes: float) -> int:
 
 
 def _group(level: int, st: _Stats, h: LevelHistory | None = None,
-           settings: PredictionSettings = DEFAULT_SETTINGS) -> int:
+           settings: PredictionSettings = DEFAULT_SETTINGS, base: Sequence[float] | None = None) -> int:
     """Calibration group: fallback level (exact / near / package-wide), history length, spread."""
     lv = 0 if level == 0 else (1 if level <= 2 else 2)
     if st.count < settings.prior_runs:  # few runs: the spread is mostly the hierarchical prior
@@ -421,8 +426,8 @@ def _group(level: int, st: _Stats, h: LevelHistory | None = None,
     g = (lv * 2 + (1 if st.count >= 8 else 0)) * 4 + sp
     tr = h.surprise if h is not None else None
     if tr is not None:
-        i = tr.best(settings)
-        if i is not None and settings.tracker_half_lives_hours[i] < settings.half_life_hours:
+        i = tr.best(settings, base)
+        if i is not None and _half_life(i, settings) < settings.half_life_hours:
             return 200 + g  # drifting: a faster tracker than the default predicts it better
     return g
 
@@ -440,7 +445,7 @@ class Tracker:
     estimation error together, measured rather than assumed.  O(1) per run and level.
     """
 
-    __slots__ = ("at", "sw", "sx", "err", "n")
+    __slots__ = ("at", "sw", "sx", "err", "n", "rel")
 
     def __init__(self, k: int) -> None:
         self.at: float | None = None
@@ -448,6 +453,9 @@ class Tracker:
         self.sx = [0.0] * k
         self.err = [0.0] * k
         self.n = 0.0
+        #: Package-relative candidates (:func:`_track_relative`): ``[offset weights, offset sums,
+        #: decayed squared errors, decayed count]``, ``None`` before the level's first relative run.
+        self.rel: list | None = None
 
     def update(self, x: float, at: float, settings: PredictionSettings) -> None:
         """Score every tracker on ``x`` (the log peak of a run known at ``at``), then add it."""
@@ -467,21 +475,108 @@ class Tracker:
             self.sx[i] = self.sx[i] * d + x
         self.at = at if self.at is None else max(self.at, at)
 
-    def best(self, settings: PredictionSettings) -> int | None:
-        """The tracker with the smallest recent error (``None`` before ``tracker_min_runs`` were scored)."""
-        if self.at is None or self.n < settings.tracker_min_runs:
-            return None
-        return min(range(len(self.err)), key=self.err.__getitem__)
+    def best(self, settings: PredictionSettings, base: Sequence[float] | None = None) -> int | None:
+        """The candidate with the smallest recent mean squared error (``None`` before ``tracker_min_runs``
+        were scored): ``i < k`` the level's own tracker ``i``, ``k + i`` its package-relative one
+        (``base[i]`` + the level's offset; only with ``base``, the package's base centres)."""
+        k = len(self.err)
+        best, best_i = math.inf, None
+        if self.at is not None and self.n >= settings.tracker_min_runs:
+            for i in range(k):
+                if self.err[i] / self.n < best:
+                    best, best_i = self.err[i] / self.n, i
+        rel = self.rel
+        if base is not None and rel is not None and rel[3] >= settings.tracker_min_runs:
+            for i in range(k):
+                if rel[0][i] > 0 and rel[2][i] / rel[3] < best:
+                    best, best_i = rel[2][i] / rel[3], k + i
+        return best_i
 
-    def centre_scale(self, s_prior: float, settings: PredictionSettings) -> tuple[float, float, int] | None:
-        """``(centre, predictive spread, tracker)``: the best tracker's mean and its RMS error,
-        shrunk toward ``s_prior`` by ``tracker_prior`` runs' worth of weight; ``None`` if none is ready."""
-        i = self.best(settings)
+    def centre_scale(self, s_prior: float, settings: PredictionSettings,
+                     base: Sequence[float] | None = None, noise: float | None = None) -> tuple[float, float, int] | None:
+        """``(centre, predictive spread, candidate)``: the best candidate's centre and its RMS error,
+        shrunk by ``tracker_prior`` runs' worth of weight toward what the key's noise says that
+        candidate's error should be, ``noise x sqrt(1 + 1/m)`` for a mean of ``m`` (decayed) runs
+        (``noise``: the hierarchical prior, its package's pooled spread), else toward ``s_prior``;
+        ``None`` if none is ready.  A tracker's own error is measured over a few runs (noisy, and a
+        noisy spread makes heavy-tailed residuals: wide limits for everyone); the package's is
+        measured over all its builds."""
+        i = self.best(settings, base)
         if i is None:
             return None
-        k = settings.tracker_prior
-        scale = math.sqrt((k * s_prior * s_prior + self.err[i]) / (k + self.n))
+        w = settings.tracker_prior
+        k = len(self.err)
+        if i >= k:
+            assert base is not None and self.rel is not None
+            ow, os_, rerr, rn = self.rel
+            m = i - k
+            if noise is not None:
+                s_prior = noise * math.sqrt(1.0 + 1.0 / ow[m])
+            scale = math.sqrt((w * s_prior * s_prior + rerr[m]) / (w + rn))
+            return base[m] + os_[m] / ow[m], max(scale, settings.min_spread), i
+        if noise is not None:
+            s_prior = noise * math.sqrt(1.0 + 1.0 / self.sw[i])
+        scale = math.sqrt((w * s_prior * s_prior + self.err[i]) / (w + self.n))
         return self.sx[i] / self.sw[i], max(scale, settings.min_spread), i
+
+
+def _half_life(candidate: int, settings: PredictionSettings) -> float:
+    """The half-life of a :meth:`Tracker.best` candidate (own or package-relative)."""
+    hls = settings.tracker_half_lives_hours
+    return hls[candidate % len(hls)]
+
+
+def _base(levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]],
+          settings: PredictionSettings) -> list[float] | None:
+    """The package's centres (its own level value's trackers, one per half-life: every build of the
+    package moves them), ``None`` without them (or when ``package_trackers`` is off)."""
+    if not settings.package_trackers or not settings.tracker_half_lives_hours:
+        return None
+    parent = _parent(levels, settings)
+    tr = parent.surprise if parent is not None else None
+    if tr is None or tr.at is None:
+        return None
+    return [tr.sx[i] / tr.sw[i] for i in range(len(tr.sw))]
+
+
+def _track_relative(levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]], x: float,
+                    settings: PredictionSettings) -> None:
+    """Feed a trusted run (log peak ``x``) to the package-relative candidates of its key's levels.
+
+    A package's size moves for all its builds at once (a new dependency, a changed test suite)
+    while a build's offset from the package (its variants, compiler, target) stays.  Each level
+    value below the package learns, slowly (``tracker_rate / 2`` per run), its offset from the
+    package's own trackers (every build of the package moves them, :func:`_base`) at the time of
+    each of its runs; ``package centre + offset`` is one more candidate centre of the level,
+    scored on its next run like the level's own trackers (:meth:`Tracker.best`): a version or
+    variant built rarely follows its package's drift once its offset is known.  The package's
+    centres are the plain means of its runs (not offset-corrected: nothing circular to wander).
+    Called before the run is added (scored against the centres before it); O(levels x half-lives).
+    """
+    base = _base(levels, settings)
+    if base is None:
+        return
+    k = len(base)
+    parent = _parent(levels, settings)
+    keep = 1.0 - settings.tracker_rate
+    okeep = 1.0 - settings.tracker_rate / 2.0
+    for _, _, h in levels:
+        tr = h.surprise
+        if h is parent or tr is None:
+            continue
+        if tr.rel is None:
+            tr.rel = [[0.0] * k, [0.0] * k, [0.0] * k, 0.0]
+        ow, os_, rerr, _ = tr.rel
+        scored = False
+        for i in range(k):
+            if ow[i] > 0:
+                e = x - (base[i] + os_[i] / ow[i])
+                rerr[i] = rerr[i] * keep + e * e
+                scored = True
+            ow[i] = ow[i] * okeep + 1.0
+            os_[i] = os_[i] * okeep + (x - base[i])
+        if scored:
+            tr.rel[3] = tr.rel[3] * keep + 1.0
 
 
 def _track(h: LevelHistory, obs: Observation, settings: PredictionSettings) -> None:
@@ -494,7 +589,7 @@ def _track(h: LevelHistory, obs: Observation, settings: PredictionSettings) -> N
 
 
 def _centre_scale(h: LevelHistory, st: _Stats, settings: PredictionSettings,
-                  prior: float | None = None) -> tuple[float, float, int]:
+                  prior: float | None = None, base: Sequence[float] | None = None) -> tuple[float, float, int]:
     """The level's centre (log bytes) and predictive spread: its best tracker's, else the sample statistics'.
 
     ``prior`` is the hierarchical prior spread (:func:`_prior`).  The third value is the tracker
@@ -509,7 +604,7 @@ def _centre_scale(h: LevelHistory, st: _Stats, settings: PredictionSettings,
         return m.mean, max(within, settings.min_spread) * math.sqrt(1.0 + 1.0 / m.runs), -2
     tr = h.surprise
     if tr is not None:
-        got = tr.centre_scale(s_used, settings)
+        got = tr.centre_scale(s_used, settings, base, prior)
         if got is not None:
             return got
     return st.mu, s_used, -1
@@ -532,12 +627,15 @@ def record_calibration(index: HistoryIndex, obs: Observation, trusted: bool,
     if chosen is not None:
         hist = chosen[2]
         st = _level_stats(hist, obs.at, settings)
-        centre, scale, _ = _centre_scale(hist, st, settings, _prior(index, levels, chosen[0], settings))
+        pkg = _base(levels, settings)
+        centre, scale, _ = _centre_scale(hist, st, settings, _prior(index, levels, chosen[0], settings), pkg)
         # the run's standardised residual against the model as it stood
-        index.calibration.add(trusted, _group(chosen[0], st, hist, settings),
+        index.calibration.add(trusted, _group(chosen[0], st, hist, settings, pkg),
                               (math.log(obs.memory_peak_bytes) - centre) / scale)
     if trusted:
         _pool_spread(index, levels, math.log(obs.memory_peak_bytes), settings)
+        if settings.package_trackers and levels:
+            _track_relative(levels, math.log(obs.memory_peak_bytes), settings)
 
     if trusted and obs.static_memory_bytes:
         d = index.static_ratios.setdefault(_static_bucket(obs.static_memory_bytes), deque(maxlen=500))
@@ -690,8 +788,9 @@ def estimate(
     st = _level_stats(hist, now, settings)
     prior = _prior(index, levels, idx, settings)
     s_used = _spread(st, settings, prior)
-    centre, scale, tracker = _centre_scale(hist, st, settings, prior)
-    z, m_src = _limit_z(index, trusted, _group(idx, st, hist, settings), settings, centre, scale)
+    pkg = _base(levels, settings)
+    centre, scale, tracker = _centre_scale(hist, st, settings, prior, pkg)
+    z, m_src = _limit_z(index, trusted, _group(idx, st, hist, settings, pkg), settings, centre, scale)
     base = math.exp(centre + settings.limit_z * scale)
     upper = math.exp(centre + z * scale)
     margin = math.log(upper / base)
@@ -729,8 +828,9 @@ def estimate(
         "spread_prior": round(prior if prior is not None else settings.prior_spread, 4),
         "centre_bytes": round(math.exp(centre)),
         "predictive_spread": round(scale, 4),
-        "tracker_half_life_hours": (settings.tracker_half_lives_hours[tracker] if tracker >= 0
+        "tracker_half_life_hours": (_half_life(tracker, settings) if tracker >= 0
                                     else settings.half_life_hours),
+        "package_relative": 1.0 if tracker >= len(settings.tracker_half_lives_hours) else 0.0,
         "upper_mode": 1.0 if tracker == -2 else 0.0,
         "limit_z": round(z, 4),
         "base_limit_bytes": round(base),

@@ -95,12 +95,17 @@ class PredictionSettings:
     #: Centre trackers per key level: time-decayed means of log(peak) with these half-lives,
     #: each scored on its one-step-ahead error (decayed by tracker_rate per run); once
     #: tracker_min_runs were scored, the best one gives the key's centre and its RMS error the
-    #: key's predictive spread (shrunk toward the sample spread by tracker_prior runs' worth).
+    #: key's predictive spread (shrunk by tracker_prior runs' worth toward the error its package's
+    #: pooled spread predicts for that tracker: noise x sqrt(1 + 1/runs in its mean)).
     #: Empty: off (the sample statistics alone).
     tracker_half_lives_hours: tuple[float, ...] = (24.0, 72.0, 168.0, 672.0)
     tracker_rate: float = 0.1
     tracker_min_runs: float = 3.0
-    tracker_prior: float = 3.0
+    tracker_prior: float = 10.0
+    #: Package-relative centres: the package keeps base trackers (its runs less their builds'
+    #: offsets) and each key level an offset from them; base + offset is one more candidate centre
+    #: of the level, scored like its own trackers (a build follows its package's drift).
+    package_trackers: bool = True
     #: Bimodal keys: with at least mode_min_runs runs whose sorted log peaks have a gap of at
     #: least mode_gap within-mode spreads (interleaved in time), the limit covers the upper
     #: mode with the spread within a mode (0: off).
@@ -206,7 +211,7 @@ _NUMERIC: dict[str, tuple[type, float, float]] = {
     "max_cpu_cores": (float, 0.0, 1e6),
 }
 _MEMORY_KEYS = {"oom_min_bump_bytes", "default_memory_request_bytes", "min_memory_bytes", "max_memory_bytes"}
-_BOOL = {"enabled", "trust_protected", "recent_max_floor"}
+_BOOL = {"enabled", "trust_protected", "recent_max_floor", "package_trackers"}
 _CHOICES = {"cold_limit": ("none", "learned", "factor")}
 _KEY_TABLE = {"extract", "levels", "variables", "name_patterns", "include_project"}
 

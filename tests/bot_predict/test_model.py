@@ -212,10 +212,10 @@ def test_a_small_generated_farm_meets_every_target_with_the_shipped_policy(tmp_p
     # nearly every job with history gets a limit (peak/limit is not bought by leaving uncertain jobs
     # without one; a short farm has many jobs without any history)
     first = [r for r in res.rows if r["attempt"] == 1]
-    assert sum(r["memory_limit_bytes"] is not None for r in first) / len(first) >= 0.85  # 0.59 with 5 runs
+    assert sum(r["memory_limit_bytes"] is not None for r in first) / len(first) >= 0.87  # 0.59 with 5 runs; 0.891
     assert m["oom_kills_per_100_jobs"] <= 1.0
     assert m["failed_permanently"] == 0
     assert 0.75 <= m["mem_avg_over_request"] <= 1.05
-    assert m["mem_peak_over_limit"] >= 0.6
+    assert m["mem_peak_over_limit"] >= 0.62   # 0.635 (issue 12, third pass)
     assert m["cost_index"] <= 0.35
     assert 0.8 <= m["cpu_avg_over_request"] <= 1.1
