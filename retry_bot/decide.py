@@ -62,6 +62,7 @@ from retry_bot.policy.model import (
     Policy,
     ResolvedRule,
     RunnerClass,
+    SCALE_REQUEST,
     UnknownLimit,
 )
 from retry_bot.policy.resize import (
@@ -500,7 +501,12 @@ class _Decider:
             pass  # the request stays as it was: nothing known to reserve for
         elif names.memory_request and (names.raise_request or not names.memory_limit
                                        or (request is not None and request > new_bytes)):
-            rtext, request_out = format_memory_within(min(new_bytes, request_cap), min(new_bytes, request_cap),
+            wanted = new_bytes
+            if names.raise_request == SCALE_REQUEST and names.memory_limit and request and limit:
+                # "scale": the request grows by the limit's own factor, so the re-run reserves what
+                # its first attempt was expected to use, times how much bigger the job turned out.
+                wanted = min(new_bytes, max(request, int(request * new_bytes / limit)))
+            rtext, request_out = format_memory_within(min(wanted, request_cap), min(wanted, request_cap),
                                                       names.memory_format.value)
             variables[names.memory_request] = rtext
         notes = []

@@ -32,6 +32,7 @@ from retry_bot.policy.model import (
     Placement,
     Policy,
     ResizeRule,
+    SCALE_REQUEST,
     Rule,
     RuleUpdate,
     RunnerClass,
@@ -317,7 +318,8 @@ class _Reader:
             **names,
             memory_format=self.take(t, "memory_format", path, d.memory_format, _enum(MemoryFormat),
                                     "binary, decimal or bytes"),
-            raise_request=self.take(t, "raise_request", path, d.raise_request, _bool, "true or false"),
+            raise_request=self.take(t, "raise_request", path, d.raise_request, _raise_request,
+                                    'true, false or "scale"'),
         )
         if not v.memory_limit and not v.memory_request:
             self.problem(_join(path, "memory_limit"),
@@ -624,6 +626,13 @@ def _join(path: str, key: str) -> str:
 def _hint(word: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _raise_request(v: Any) -> bool | str:
+    if v == SCALE_REQUEST or isinstance(v, bool):
+        return v
+    raise _Bad(f'must be true, false or "{SCALE_REQUEST}", not {v!r}' if isinstance(v, str)
+               else f'must be true, false or "{SCALE_REQUEST}", not {_kind(v)}')
 
 
 def _bool(v: Any) -> bool:

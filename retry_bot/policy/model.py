@@ -49,6 +49,7 @@ __all__ = [
     "Policy",
     "PIPELINE_SOURCES",
     "MAX_BUDGET",
+    "SCALE_REQUEST",
     "ResolvedRule",
 ]
 
@@ -175,6 +176,10 @@ class RuleUpdate:
         return self.action is None and self.budget is None and self.backoff is None
 
 
+#: ``[variables] raise_request = "scale"``: a resize scales the request by the limit's factor.
+SCALE_REQUEST = "scale"
+
+
 @dataclass(frozen=True)
 class VariableNames:
     """The job variables a decision sets, and how their values are written.
@@ -194,9 +199,12 @@ class VariableNames:
     helper_memory_limit: str = "KUBERNETES_HELPER_MEMORY_LIMIT"
     helper_memory_request: str = "KUBERNETES_HELPER_MEMORY_REQUEST"
     memory_format: MemoryFormat = MemoryFormat.BINARY
-    #: Raise the request together with the limit (request = limit), so the
-    #: scheduler reserves what the re-run is expected to use.
-    raise_request: bool = True
+    #: What a memory resize does to the request: ``"scale"`` (the default) multiplies it by the
+    #: limit's own factor, so the re-run reserves what its first attempt was expected to use times
+    #: how much bigger the job turned out; ``True``: request = the new limit (guaranteed, but a
+    #: re-run's average use is then a quarter of its reservation on Spack-like farms); ``False``:
+    #: the request stays as it was.  A CPU resize raises the CPU request with the limit unless False.
+    raise_request: bool | str = SCALE_REQUEST
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ def policy_dicts(draw: Any, focus: bool = False) -> dict[str, Any]:
             "memory_limit": draw(LIMIT_VAR),
             "memory_request": "KUBERNETES_MEMORY_REQUEST",
             "memory_format": draw(FORMAT),
-            "raise_request": draw(BOOL),
+            "raise_request": draw(st.sampled_from([True, False, "scale"])),
         },
     }
     d["families"] = {draw(FAMILY): _rule(draw, partial=True) for _ in range(draw(SMALL_COUNT) * 2)}

@@ -251,6 +251,33 @@ def test_raise_request_false_keeps_request():
     assert d.variables == {"KUBERNETES_MEMORY_LIMIT": "6Gi"} and d.memory_request_bytes is None
 
 
+def test_raise_request_scale_grows_the_request_by_the_limit_s_factor():
+    job = facts(variables={"KUBERNETES_MEMORY_LIMIT": "4Gi", "KUBERNETES_MEMORY_REQUEST": "1Gi"})
+    d = run(job)                                                     # the shipped default is "scale"
+    assert DEFAULT.variables.raise_request == "scale"
+    assert d.variables == {"KUBERNETES_MEMORY_LIMIT": "6Gi", "KUBERNETES_MEMORY_REQUEST": "1536Mi"}
+    assert d.memory_limit_bytes == 6 * GiB and d.memory_request_bytes == 1536 * MiB
+    d = run(job, pol=policy("[variables]\nraise_request = true\n"))
+    assert d.variables["KUBERNETES_MEMORY_REQUEST"] == "6Gi" and d.memory_request_bytes == 6 * GiB
+    # a request at or above the new limit is brought down to it, whatever the mode
+    d = run(facts(variables={"KUBERNETES_MEMORY_LIMIT": "4Gi", "KUBERNETES_MEMORY_REQUEST": "8Gi"}))
+    assert d.memory_request_bytes == 6 * GiB
+
+
+def test_raise_request_scale_without_a_request_in_force_reserves_the_new_limit():
+    d = run(facts(variables={"KUBERNETES_MEMORY_LIMIT": "4Gi"}))
+    assert d.memory_request_bytes == 6 * GiB
+
+
+@pytest.mark.parametrize("value, message", [('"max"', "must be true, false or \"scale\", not 'max'"),
+                                            ("1", 'must be true, false or "scale", not an integer')])
+def test_raise_request_takes_only_true_false_or_scale(value, message):
+    from retry_bot.problems import ConfigError
+    with pytest.raises(ConfigError) as exc:
+        policy(f"[variables]\nraise_request = {value}\n")
+    assert "variables.raise_request" in str(exc.value) and message in str(exc.value)
+
+
 def test_budget_counts_reruns_for_the_same_family_only():
     lineage = [
         attempt(1, family="infrastructure", memory_limit_bytes=GiB),
