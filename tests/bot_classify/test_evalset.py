@@ -54,6 +54,7 @@ HELDOUT_E = tomllib.loads((DATA / "heldout-e.toml").read_text("utf-8"))["case"]
 HELDOUT_F = tomllib.loads((DATA / "heldout-f.toml").read_text("utf-8"))["case"]
 HELDOUT_G = tomllib.loads((DATA / "heldout-g.toml").read_text("utf-8"))["case"]
 HELDOUT_H = tomllib.loads((DATA / "heldout-h.toml").read_text("utf-8"))["case"]
+HELDOUT_I = tomllib.loads((DATA / "heldout-i.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -93,6 +94,18 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
     assert not {c["id"] for c in HELDOUT_H} & {c["id"] for c in earlier}
     assert not {" ".join(c["excerpt"].split()) for c in HELDOUT_H} & {" ".join(c["excerpt"].split()) for c in earlier}
     assert not {c["source"] for c in HELDOUT_H} & {c["source"] for c in earlier}
+    # I (collected blind while F, G and H stayed sealed, without reading any case of them) reuses no
+    # thread, excerpt or id of any earlier split, H included
+    earlier = earlier + HELDOUT_H
+    assert len(HELDOUT_I) >= 80
+    for c in HELDOUT_I:
+        assert c["id"].startswith("i-") and c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
+        assert c["family"] in FAMILIES, c["id"]
+    assert len({c["id"] for c in HELDOUT_I}) == len(HELDOUT_I)
+    assert len({c["source"] for c in HELDOUT_I}) == len(HELDOUT_I)
+    assert not {c["id"] for c in HELDOUT_I} & {c["id"] for c in earlier}
+    assert not {" ".join(c["excerpt"].split()) for c in HELDOUT_I} & {" ".join(c["excerpt"].split()) for c in earlier}
+    assert not {c["source"] for c in HELDOUT_I} & {c["source"] for c in earlier}
 
 
 def test_tuning_split_family_accuracy(taxonomy):
