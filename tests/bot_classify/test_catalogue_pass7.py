@@ -68,6 +68,8 @@ POSITIVE = [
     (b"ERROR: Job failed: adding cache volume: set volume permissions: running permission container \"9f8e\" "
      b"for volume \"runner-abc-project-3-concurrent-0-cache-1\": waiting for permission container to finish: "
      b"exit code 1\n", "infrastructure", "runner-helper-fatal", Action.RETRY, {}),
+    (b"WARNING: Uploading artifacts as \"junit\" to coordinator... 308 Permanent Redirect  id=81234 responseStatus=308 "
+     b"Permanent Redirect status=308\n", "infrastructure", "artifact-upload", Action.RETRY, {}),
     (b"ERROR: Error cleaning up pod: pods \"runner-z9-project-1-concurrent-0\" not found\n"
      b"ERROR: Job failed: exit code 1\n", "infrastructure", "fallback-pod-cleanup-error", Action.RETRY, {}),
     (b"warning: fetch failed: error sending request: dns error: failed to lookup address information: "
@@ -142,6 +144,8 @@ NEAR_MISSES = [
     (b"fatal: couldn't find remote ref refs/heads/feature-gone\n", "git-remote-overloaded", "config_error", {}),
     (b"error: could not lock config file /root/.gitconfig: Permission denied\n", "git-concurrent-update", None, {}),
     (b"Checking permission container image policy\n", "runner-helper-fatal", None, {}),
+    (b"Uploading artifacts as \"archive\" to coordinator... 201 Created  id=81234 responseStatus=201 Created\n",
+     "artifact-upload", None, {}),
     # a cleanup error after a compile error: the compile error decides
     (b"src/a.c:3:1: error: expected ';' before '}' token\nERROR: Error cleaning up pod: pods \"p\" not found\n",
      "fallback-pod-cleanup-error", "build_error", {}),
