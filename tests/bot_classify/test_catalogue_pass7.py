@@ -28,6 +28,12 @@ POSITIVE = [
     (b"$ rollup -c\nerror Command failed with signal \"SIGKILL\".\n"
      b"info Visit https://yarnpkg.com/en/docs/cli/run for documentation about this command.\n",
      "oom", "make-killed", Action.RESIZE, {}),
+    (b"Creating an optimized production build...\nThe build failed because the process exited too early. This probably "
+     b"means the system ran out of memory or someone called `kill -9` on the process.\n", "oom", "make-killed",
+     Action.RESIZE, {}),
+    (b"Error: Command failed: node scripts/bundle.js\n    at ChildProcess.exithandler (node:child_process:422:12) {\n"
+     b"  code: null,\n  killed: true,\n  signal: 'SIGKILL',\n  cmd: 'node scripts/bundle.js'\n}\n", "oom", "make-killed",
+     Action.RESIZE, {}),
     (b"INFO: Analyzed 4120 targets (812 packages loaded, 31002 targets configured).\n"
      b"Server terminated abruptly (error code: 14, error message: 'Connection reset by peer', "
      b"log file: '/root/.cache/bazel/_bazel_root/5f0e/server/jvm.out')\n", "oom", "bazel-server-vanished", Action.RESIZE, {}),
@@ -126,6 +132,8 @@ def test_seventh_pass_rules(taxonomy, trace, family, rule, action, extra):
 NEAR_MISSES = [
     # other signals and other Bazel server errors
     (b"error Command failed with signal \"SIGTERM\".\n", "make-killed", None, {}),
+    (b"  killed: true,\n  signal: 'SIGTERM',\n", "make-killed", None, {}),
+    (b"The build failed because the process exited too early.\n", "make-killed", None, {}),
     (b"Server terminated abruptly (error code: 2, error message: '', log file: '/tmp/jvm.out')\n", "bazel-server-vanished",
      None, {}),
     # the GC-overhead or Out_of_memory words quoted, not reported
