@@ -121,7 +121,9 @@ def test_dns_error_at_the_end_is_infrastructure(taxonomy):
 
 
 @pytest.mark.parametrize("trace,family,category", [
-    (b"x509: certificate signed by unknown authority\n", "infrastructure", "tls_error"),
+    (b"x509: certificate has expired or is not yet valid: current time 2024-01-02T00:00:00Z is after 2023-12-31T00:00:00Z\n", "infrastructure", "tls_error"),
+    # seventh pass: an untrusted CA is configuration (docs/taxonomy.md, "Seventh pass")
+    (b"x509: certificate signed by unknown authority\n", "config_error", "tls_untrusted"),
     (b"curl: (28) Operation timed out after 30000 milliseconds\n", "infrastructure", "network_timeout"),
     (b"write /var/lib/docker/x: no space left on device\n", "infrastructure", "no_space"),
     (b"ERROR: Uploading artifacts as \"archive\" to coordinator... error  error=couldn't execute POST\n",

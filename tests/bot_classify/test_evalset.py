@@ -132,7 +132,8 @@ def test_score_script_runs_on_every_split(capsys):
         sys.argv = argv
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e", "heldout-f"):
+    for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e", "heldout-f",
+                  "heldout-g", "heldout-h"):
         assert out.count(split) >= 1 and "right" in out
 
 
@@ -141,9 +142,11 @@ def test_score_script_runs_on_every_split(capsys):
 #: Held-out D became tuning data after it was scored once at 5c6641f (83.5 %); the fourth pass
 #: reached 97/97 on it; its floor leaves room to trade one case. Held-out E was scored once before
 #: it was read (84.9 % after the fourth pass); the fifth pass's general mechanisms reached 92/93, and
-#: its floor is one case less (91/93).
+#: its floor is one case less (91/93). F and G were scored blind once after the sixth pass (81.3 %,
+#: 85.0 %) and read by the seventh, which reached 89/91 and 90/100: their floors are one case less
+#: (88/91, 89/100). H (18, skewed, 1 deterministic re-run in 18) has no floor: one case is 5.6 points.
 DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
-                   "heldout-d": 0.97, "heldout-e": 0.978}
+                   "heldout-d": 0.97, "heldout-e": 0.978, "heldout-f": 0.967, "heldout-g": 0.89}
 
 
 def test_every_split_keeps_its_decision_floor(taxonomy):

@@ -120,7 +120,7 @@ def test_admin_file_adds_overrides_disables_and_reorders(tmp_path, taxonomy):
     site = tmp_path / "site.toml"
     site.write_text("""
 stage_order = ["record", "reason", "runner_verdict", "test_verdict", "oom_signature", "runner_cause", "runner",
-               "diagnostic", "exit_code", "transient_cause", "generic", "structure", "reason_fallback", "site"]
+               "diagnostic", "exit_code", "transient_cause", "kill_signal", "generic", "structure", "reason_fallback", "site"]
 
 [stages.site]
 resolve = "first"
