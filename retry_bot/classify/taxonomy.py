@@ -271,6 +271,7 @@ def _build(docs: list[_Doc], problems: list[Problem]) -> Taxonomy:
     stage_defs: dict[str, dict[str, Any]] = {}
     stage_order: list[str] = []
     stage_order_where: tuple[_Doc, int | None] | None = None
+    shipped_order: list[str] = []  # the first file's order (the shipped taxonomy's), for hints
     families: dict[Family, FamilyInfo] = {
         Family(f): FamilyInfo(Family(f), "", Action.NONE) for f in FAMILIES
     }
@@ -327,6 +328,7 @@ def _build(docs: list[_Doc], problems: list[Problem]) -> Taxonomy:
             else:
                 stage_order = list(so)
                 stage_order_where = (doc, find_line(doc.text, "stage_order"))
+                shipped_order = shipped_order or list(so)
         # families
         fams = d.get("families", {})
         if not isinstance(fams, dict):
@@ -428,7 +430,11 @@ def _build(docs: list[_Doc], problems: list[Problem]) -> Taxonomy:
         seen.add(s)
     for s in stage_defs:
         if s not in seen:
-            problems.append(Problem("stage_order", f"stage {s!r} is defined but missing from stage_order",
+            hint = ""
+            if s in shipped_order and shipped_order.index(s) > 0:
+                # a site file written for an older release lacks a stage a newer one added
+                hint = f" (the shipped order puts it right after {shipped_order[shipped_order.index(s) - 1]!r})"
+            problems.append(Problem("stage_order", f"stage {s!r} is defined but missing from stage_order{hint}",
                                     sline, sdoc.source if sdoc else None))
 
     built: list[tuple[Rule, int]] = []

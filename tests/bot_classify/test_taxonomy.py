@@ -166,3 +166,17 @@ def test_needles_are_derived_and_required():
     p, err = compile_pattern(r"^={3,} \d+ failed")
     assert err is None and p.needles in ((b" failed",), (b"=== ",))
     assert compile_pattern(r"x\ny")[1] and "spans lines" in compile_pattern(r"x\ny")[1]
+
+
+def test_a_site_order_written_for_an_older_release_says_where_the_new_stage_goes(tmp_path, taxonomy):
+    """``kill_signal`` came with the seventh pass: a site ``stage_order`` without it is refused with
+    a message that says where the shipped order puts it, not just that it is missing."""
+    old = [s.name for s in taxonomy.stages if s.name != "kill_signal"]
+    site = tmp_path / "site.toml"
+    site.write_text(f"stage_order = {old!r}\n")
+    with pytest.raises(ConfigError) as ei:
+        load_taxonomy([site])
+    shipped = [s.name for s in taxonomy.stages]
+    before = shipped[shipped.index("kill_signal") - 1]
+    assert (f"stage 'kill_signal' is defined but missing from stage_order "
+            f"(the shipped order puts it right after {before!r})") in str(ei.value)
