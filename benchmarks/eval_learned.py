@@ -43,13 +43,13 @@ from retry_bot.classify.structure import analyse  # noqa: E402
 from retry_bot.classify.taxonomy import load_taxonomy  # noqa: E402
 from retry_bot.classify.trace import TraceText  # noqa: E402
 from retry_bot.classify.train import DEFAULT_OPTIONS, READ_SPLITS, case_features, train  # noqa: E402
-from retry_bot.decide import Action, ClassUsage, decide  # noqa: E402
+from retry_bot.decide import ClassUsage, decide  # noqa: E402
 from retry_bot.model import Classification, Family, JobFacts  # noqa: E402
 from retry_bot.policy import default_policy  # noqa: E402
 
+from benchmarks.score_classify import LIMIT, case_facts, count  # noqa: E402  (one tally, one set of job facts)
+
 DATA = ROOT / "tests" / "data" / "joblogs"
-LIMIT = "4Gi"
-WANTED = {"oom": Action.RESIZE, "infrastructure": Action.RETRY}
 #: Blind set -> (the commit it was scored blind at, the splits read before it was collected).
 TEMPORAL: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-d": ("5c6641f", ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c")),
@@ -124,11 +124,6 @@ class Score:
                 f"det. re-runs/100 {100 * self.wasted / self.n:4.1f}  unknown {pct(self.unknown, self.n)}{extra}")
 
 
-def facts_of(i: int, c: Mapping[str, Any]) -> JobFacts:
-    return JobFacts(job_id=i, name=c["id"], failure_reason=c.get("failure_reason"), exit_code=c.get("exit_code"),
-                    status=c.get("status", "failed"), variables={"KUBERNETES_MEMORY_LIMIT": LIMIT})
-
-
 def with_model(model: LearnedModel | None, old: Mapping[str, Any], c: Mapping[str, Any], facts: JobFacts,
                threshold: float) -> Classification:
     """The old rules' verdict, through today's fallback when it is eligible."""
@@ -147,28 +142,17 @@ def score(cases: list[dict[str, Any]], olds: Mapping[str, Mapping[str, Any]], mo
           threshold: float, policy) -> Score:
     s = Score()
     for i, c in enumerate(cases, 1):
-        facts = facts_of(i, c)
+        facts = case_facts(i, c)
         old = olds[c["id"]]
         verdict = with_model(model, old, c, facts, threshold)
         got = decide(facts, verdict, [], policy, ClassUsage()).action
-        want = WANTED.get(c["family"], Action.NONE)
         fam = verdict.family.value
         s.n += 1
-        s.right += got == want
-        s.family += fam == c["family"]
-        s.unknown += fam == "unknown"
+        count(s, c["family"], fam, got)
         if verdict.rule.startswith("learned:"):
             s.spoke += 1
             s.spoke_right += fam == c["family"]
             s.changed.append(f"{c['id']}: label {c['family']}, learned {fam} -> {got.value}")
-        if c["family"] == "oom":
-            s.oom += 1
-            s.oom_resized += got == Action.RESIZE
-        elif c["family"] == "infrastructure":
-            s.infra += 1
-            s.infra_retried += got == Action.RETRY
-        elif got != Action.NONE:
-            s.wasted += 1
     return s
 
 

@@ -96,28 +96,37 @@ def load_cases(path: Path) -> list[dict]:
     return tomllib.loads(path.read_text("utf-8"))["case"]
 
 
+def case_facts(i: int, c: dict) -> JobFacts:
+    """The job facts of labelled case ``c`` (job id ``i``), with the memory limit in force known."""
+    return JobFacts(job_id=i, name=c["id"], failure_reason=c.get("failure_reason"),
+                    exit_code=c.get("exit_code"), status=c.get("status", "failed"),
+                    variables={"KUBERNETES_MEMORY_LIMIT": LIMIT})
+
+
+def count(s, label: str, family: str, got: Action) -> None:
+    """Add one case (labelled ``label``, classified ``family``, decided ``got``) to tally ``s``."""
+    want = WANTED.get(label, Action.NONE)
+    s.right += got == want
+    s.family += family == label
+    s.unknown += family == "unknown"
+    if label == "oom":
+        s.oom += 1
+        s.oom_resized += got == Action.RESIZE
+    elif label == "infrastructure":
+        s.infra += 1
+        s.infra_retried += got == Action.RETRY
+    elif got != Action.NONE:
+        s.wasted += 1
+
+
 def score(split: str, cases: list[dict], taxonomy, policy) -> Score:
     s = Score(split, len(cases), 0, 0, 0, 0, 0, 0, 0, 0, [])
     for i, c in enumerate(cases, 1):
-        facts = JobFacts(job_id=i, name=c["id"], failure_reason=c.get("failure_reason"),
-                         exit_code=c.get("exit_code"), status=c.get("status", "failed"),
-                         variables={"KUBERNETES_MEMORY_LIMIT": LIMIT})
+        facts = case_facts(i, c)
         verdict = classify(facts, c["excerpt"].encode("utf-8"), taxonomy)
-        decision = decide(facts, verdict, [], policy, ClassUsage())
-        want = WANTED.get(c["family"], Action.NONE)
-        got = decision.action
-        s.right += got == want
-        s.family += verdict.family.value == c["family"]
-        s.unknown += verdict.family.value == "unknown"
-        if c["family"] == "oom":
-            s.oom += 1
-            s.oom_resized += got == Action.RESIZE
-        elif c["family"] == "infrastructure":
-            s.infra += 1
-            s.infra_retried += got == Action.RETRY
-        elif got != Action.NONE:
-            s.wasted += 1
-        if got != want or verdict.family.value != c["family"]:
+        got = decide(facts, verdict, [], policy, ClassUsage()).action
+        count(s, c["family"], verdict.family.value, got)
+        if got != WANTED.get(c["family"], Action.NONE) or verdict.family.value != c["family"]:
             s.misses.append((c["id"], c["family"], verdict.family.value, verdict.rule, got.value))
     return s
 
