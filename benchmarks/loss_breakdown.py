@@ -136,19 +136,20 @@ def breakdown(seed: int, mix_name: str, policy_path: str, jobs: int | None, tmp:
                     and jobs_by_id[j].memory_peak_bytes > r["memory_limit_bytes"])
     olog, lam = oracle_limits(truth, limited, kills_all)
     blog, _ = oracle_limits(truth, limited, kills_all, blind_modes=True)
-    b_peak = b_lim = 0.0
-    for j in limited:
-        lim = math.exp(blog[j])
-        if jobs_by_id[j].memory_peak_bytes <= lim:
-            b_peak += jobs_by_id[j].memory_peak_bytes
-            b_lim += lim
-    # oracle peak/limit on the same jobs (realised peaks; its kills are not scored, as ours)
-    o_peak = o_lim = 0.0
-    for j in limited:
-        lim = math.exp(olog[j])
-        if jobs_by_id[j].memory_peak_bytes <= lim:
-            o_peak += jobs_by_id[j].memory_peak_bytes
-            o_lim += lim
+
+    def peak_and_limit(log_limits: dict) -> tuple[float, float]:
+        """Sums of peak and limit over the limited jobs an oracle's limits let finish (its kills
+        are not scored, as ours are not: evaluate.py's peak/limit is over successful attempts)."""
+        peaks = lims = 0.0
+        for j in limited:
+            lim = math.exp(log_limits[j])
+            if jobs_by_id[j].memory_peak_bytes <= lim:
+                peaks += jobs_by_id[j].memory_peak_bytes
+                lims += lim
+        return peaks, lims
+
+    b_peak, b_lim = peak_and_limit(blog)
+    o_peak, o_lim = peak_and_limit(olog)
     hl_default = settings.half_life_hours
     rows: dict[str, dict[str, float]] = {}
 
