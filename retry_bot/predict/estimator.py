@@ -540,7 +540,7 @@ def _base(levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]],
 
 
 def _track_relative(levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]], x: float,
-                    settings: PredictionSettings) -> None:
+                    settings: PredictionSettings, base: Sequence[float]) -> None:
     """Feed a trusted run (log peak ``x``) to the package-relative candidates of its key's levels.
 
     A package's size moves for all its builds at once (a new dependency, a changed test suite)
@@ -551,11 +551,9 @@ def _track_relative(levels: Sequence[tuple[int, tuple[str, ...], LevelHistory]],
     scored on its next run like the level's own trackers (:meth:`Tracker.best`): a version or
     variant built rarely follows its package's drift once its offset is known.  The package's
     centres are the plain means of its runs (not offset-corrected: nothing circular to wander).
-    Called before the run is added (scored against the centres before it); O(levels x half-lives).
+    Called before the run is added (scored against the centres before it, ``base``: :func:`_base`
+    of the same moment); O(levels x half-lives).
     """
-    base = _base(levels, settings)
-    if base is None:
-        return
     k = len(base)
     parent = _parent(levels, settings)
     keep = 1.0 - settings.tracker_rate
@@ -624,18 +622,18 @@ def record_calibration(index: HistoryIndex, obs: Observation, trusted: bool,
         return
     levels = index.levels_for(obs.key)
     chosen = _choose(levels, settings)
+    pkg = _base(levels, settings)  # the package's centres before this run (it is added after)
     if chosen is not None:
         hist = chosen[2]
         st = _level_stats(hist, obs.at, settings)
-        pkg = _base(levels, settings)
         centre, scale, _ = _centre_scale(hist, st, settings, _prior(index, levels, chosen[0], settings), pkg)
         # the run's standardised residual against the model as it stood
         index.calibration.add(trusted, _group(chosen[0], st, hist, settings, pkg),
                               (math.log(obs.memory_peak_bytes) - centre) / scale)
     if trusted:
         _pool_spread(index, levels, math.log(obs.memory_peak_bytes), settings)
-        if settings.package_trackers and levels:
-            _track_relative(levels, math.log(obs.memory_peak_bytes), settings)
+        if pkg is not None:
+            _track_relative(levels, math.log(obs.memory_peak_bytes), settings, pkg)
 
     if trusted and obs.static_memory_bytes:
         d = index.static_ratios.setdefault(_static_bucket(obs.static_memory_bytes), deque(maxlen=500))
