@@ -55,6 +55,7 @@ HELDOUT_F = tomllib.loads((DATA / "heldout-f.toml").read_text("utf-8"))["case"]
 HELDOUT_G = tomllib.loads((DATA / "heldout-g.toml").read_text("utf-8"))["case"]
 HELDOUT_H = tomllib.loads((DATA / "heldout-h.toml").read_text("utf-8"))["case"]
 HELDOUT_I = tomllib.loads((DATA / "heldout-i.toml").read_text("utf-8"))["case"]
+HELDOUT_J = tomllib.loads((DATA / "heldout-j.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -106,6 +107,18 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
     assert not {c["id"] for c in HELDOUT_I} & {c["id"] for c in earlier}
     assert not {" ".join(c["excerpt"].split()) for c in HELDOUT_I} & {" ".join(c["excerpt"].split()) for c in earlier}
     assert not {c["source"] for c in HELDOUT_I} & {c["source"] for c in earlier}
+    # J (collected blind while I stayed sealed and rules were written from its misses, without
+    # reading any case of the other splits) reuses no thread, excerpt or id of any earlier split
+    earlier = earlier + HELDOUT_I
+    assert len(HELDOUT_J) >= 60
+    for c in HELDOUT_J:
+        assert c["id"].startswith("j-") and c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
+        assert c["family"] in FAMILIES, c["id"]
+    assert len({c["id"] for c in HELDOUT_J}) == len(HELDOUT_J)
+    assert len({c["source"] for c in HELDOUT_J}) == len(HELDOUT_J)
+    assert not {c["id"] for c in HELDOUT_J} & {c["id"] for c in earlier}
+    assert not {" ".join(c["excerpt"].split()) for c in HELDOUT_J} & {" ".join(c["excerpt"].split()) for c in earlier}
+    assert not {c["source"] for c in HELDOUT_J} & {c["source"] for c in earlier}
 
 
 def test_tuning_split_family_accuracy(taxonomy):
