@@ -28,10 +28,15 @@ __all__ = ["classify", "effective_exit_code"]
 # GitHub Actions' runner: "Process completed with exit code 137." (actions/runner
 # src/Runner.Worker/Handlers/ScriptHandler: "Process completed with exit code {0}.");
 # Azure Pipelines' task library: "Exit code 137 returned from process: file name '...'"
-# (azure-pipelines-task-lib toolrunner: "Exit code {0} returned from process: file name '{1}'").
+# (azure-pipelines-task-lib toolrunner: "Exit code {0} returned from process: file name '{1}'"),
+# and its script tasks' own summary: "##[error]Bash exited with code '137'." (the Bash, CmdLine and
+# PowerShell tasks of azure-pipelines-tasks, task.loc strings "Bash exited with code '%s'.",
+# "Cmd.exe exited with code '%s'.", "PowerShell exited with code '%s'.").
 _EXIT_RE = re.compile(rb"(?:(?:Job failed|command terminated|exited|Process completed with)[^\n]{0,200}?"
-                      rb"exit (?:code|status):? ?|^(?:##\[error\])?Exit code )(-?[0-9]{1,3})\b")
-_EXIT_NEEDLES = (b"exit code", b"exit status", b"Exit code")
+                      rb"exit (?:code|status):? ?|^(?:##\[error\])?Exit code "
+                      rb"|^(?:##\[error\])?(?:Bash|Cmd\.exe|cmd\.exe|PowerShell|pwsh) exited with code ')"
+                      rb"(-?[0-9]{1,3})\b")
+_EXIT_NEEDLES = (b"exit code", b"exit status", b"Exit code", b"exited with code '")
 #: The runner prints the exit code in the last lines; look no further back than this.
 _EXIT_SCAN_BYTES = 64 * 1024
 #: Windows (from the end) searched in turn by ``resolve = "last"`` stages.
