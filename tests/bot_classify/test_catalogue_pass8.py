@@ -202,6 +202,14 @@ def test_eighth_pass_traps_are_never_resized(taxonomy, trace, extra):
     (b"##[error]Bash exited with code '137'.\n", 137),
     (b"##[error]PowerShell exited with code '1'.\n", 1),
     (b"##[error]Cmd.exe exited with code '2'.\n", 2),
+    # other CI systems' own result lines (travis-build, CircleCI, Buildkite, Jenkins Pipeline, TeamCity)
+    (b"The command \"./ci/build.sh --release\" exited with 137.\n", 137),
+    (b"The command \"pip install -e .\" failed and exited with 1 during .\n\nYour build has been stopped.\n", 1),
+    (b"Exited with code exit status 137\n", 137),
+    (b"Exited with code 143\n", 143),
+    (b"Exited with status 137\n", 137),
+    (b"ERROR: script returned exit code 137\nFinished: FAILURE\n", 137),
+    (b"[12:00:01]W:\t [Step 2/3] Process exited with code 137\n", 137),
 ])
 def test_azure_task_exit_code_is_read(line, code):
     facts = JobFacts(job_id=1, name="build")
@@ -222,3 +230,12 @@ def test_a_quoted_exit_sentence_is_not_an_exit_code():
     facts = JobFacts(job_id=1, name="build")
     got, _ = effective_exit_code(facts, TraceText(b"the docs say Bash exited with code 5 when no tests ran\n"), None)
     assert got is None
+    got, _ = effective_exit_code(facts, TraceText(b"the command exited with an error\n"), None)
+    assert got is None
+
+
+def test_another_ci_systems_137_reaches_the_exit_code_stage(taxonomy):
+    # a Travis job SIGKILLed in its build script: the 137 convention applies as on GitLab
+    f = JobFacts(job_id=1, name="build", variables={"KUBERNETES_MEMORY_LIMIT": "4Gi"})
+    v = classify(f, b"$ ./gradlew assemble\nThe command \"./gradlew assemble\" exited with 137.\n", taxonomy)
+    assert v.family.value == "oom" and v.rule.startswith("sigkill"), (v.rule, v.evidence)
