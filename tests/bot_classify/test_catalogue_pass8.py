@@ -40,6 +40,17 @@ POSITIVE = [
      "infrastructure", "runner-shutdown", Action.RETRY, {}),
     (b"~~~ Running tests\n$ ./scripts/test.sh\nExited with status -1 (agent lost)\n",
      "infrastructure", "runner-shutdown", Action.RETRY, {}),
+    (b"ERROR: Connection terminated\njava.io.IOException: Unexpected termination of the channel\n"
+     b"\tat hudson.remoting.SynchronousCommandTransport$ReaderThread.run(SynchronousCommandTransport.java:90)\n",
+     "infrastructure", "runner-shutdown", Action.RETRY, {}),
+    (b"Cannot contact k8s-agent-x1y2z: java.lang.InterruptedException\n"
+     b"Agent k8s-agent-x1y2z was deleted; cancelling node body\n", "infrastructure", "runner-shutdown", Action.RETRY, {}),
+    (b"##[error]The hosted runner encountered an error while running your job. (Error Type: Disconnect).\n",
+     "infrastructure", "runner-shutdown", Action.RETRY, {}),
+    (b"##[error]The job was not acquired by Runner of type hosted even after multiple attempts\n",
+     "infrastructure", "runner-shutdown", Action.RETRY, {}),
+    (b"##[error]No agent found in pool Builders which satisfies the specified demands: cmake, Agent.Version "
+     b"-gtVersion 3.220.0\n", "config_error", "gitlab-job-stuck-no-runner", Action.NONE, {}),
     # ... and with memory evidence in the window, the agent died of the build's memory (weak OOM)
     (b"[ 41%] Building CXX object src/CMakeFiles/core.dir/solver.cpp.o\n"
      b"Agent went offline during the build\n", "oom", "runner-lost-under-memory-load", Action.RESIZE, {}),
@@ -127,6 +138,9 @@ NEAR_MISSES = [
     (b"java.nio.channels.ClosedChannelException\n\tat io.netty.channel.AbstractChannel.write(AbstractChannel.java:80)\n",
      "runner-shutdown", None, {}),
     (b"Exited with status 1\n", "runner-shutdown", None, {}),
+    (b"Agent pool drained; agent was deleted from the pool list\n", "runner-shutdown", None, {}),
+    (b"The hosted runner image will be deprecated on 2026-03-01\n", "runner-shutdown", None, {}),
+    (b"No agent found in the cache, downloading\n", "gitlab-job-stuck-no-runner", None, {}),
     # the configuration reasons of a waiting container are not a pod that failed to start
     (b"Container build not ready: (state: waiting, reason: \"CreateContainerConfigError\", message: \"\")\n",
      "pod-failure", None, {}),
