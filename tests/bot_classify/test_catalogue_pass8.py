@@ -68,6 +68,17 @@ POSITIVE = [
      "openshift-build-oomkilled", Action.RESIZE, {}),
     (b"Build acme/web-7 failed: Missing push secret.\n", "config_error", "openshift-build-refused", Action.NONE, {}),
     (b"error: Referenced image could not be resolved.\n", "config_error", "openshift-build-refused", Action.NONE, {}),
+    # --- GitLab's git access refusals, read whole (configuration) and its storage move (transient)
+    (b"Cloning into '/builds/acme/app/vendor/shared'...\nremote: Authentication by CI/CD job token not allowed from "
+     b"app to shared.\nfatal: unable to access 'https://gitlab.example.com/acme/shared.git/': The requested URL "
+     b"returned error: 403\n", "config_error", "git-credentials-refused", Action.NONE, {}),
+    (b"remote: Insufficient permissions to pull from the repository of project shared.\n", "config_error",
+     "git-credentials-refused", Action.NONE, {}),
+    (b"remote: GitLab: You can't push code to an archived project.\n", "config_error", "git-credentials-refused",
+     Action.NONE, {}),
+    (b"remote: Pushing over HTTP is not allowed.\n", "config_error", "git-credentials-refused", Action.NONE, {}),
+    (b"remote: GitLab: The repository is temporarily read-only. Please try again later.\n", "infrastructure",
+     "git-remote-overloaded", Action.RETRY, {}),
     # --- a linker reading an object another job was still writing
     (b"/usr/bin/x86_64-linux-gnu-ld: obj/parser.o: file not recognized: file truncated\n"
      b"collect2: error: ld returned 1 exit status\nmake[2]: *** [Makefile:40: parser] Error 1\n",
@@ -148,6 +159,9 @@ NEAR_MISSES = [
     # a container of the build pod failing is not its OOM kill
     (b"The pod for this build has at least one container with a non-zero exit status.\n",
      "openshift-build-oomkilled", None, {}),
+    (b"You are not allowed to download code coverage reports without logging in\n", "git-credentials-refused",
+     None, {}),
+    (b"The repository is temporarily read-only in this test fixture\n", "git-remote-overloaded", None, {}),
     # a wrong-architecture object is deterministic
     (b"/usr/bin/ld: lib/arm/blob.o: file not recognized: file format not recognized\n", "object-file-truncated",
      "build_error", {}),
