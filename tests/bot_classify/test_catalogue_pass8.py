@@ -118,6 +118,17 @@ POSITIVE = [
     (b"filesystem layer verification failed for digest sha256:9a8b7c6d5e4f\n", "infrastructure",
      "download-integrity-vs-index", Action.RETRY, {}),
     (b"Error response from daemon: unknown: Bad Gateway\n", "infrastructure", "http-5xx-any-wording", Action.RETRY, {}),
+    (b"pip._vendor.urllib3.exceptions.ProtocolError: ('Connection broken: IncompleteRead(524288 bytes read, 1048576 "
+     b"more expected)', IncompleteRead(524288 bytes read, 1048576 more expected))\n", "infrastructure", "network-error",
+     Action.RETRY, {}),
+    # --- the runner's own requests refused by the API server: its configuration, not the platform
+    (b"ERROR: Job failed (system failure): prepare environment: setting up credentials: secrets is forbidden: User "
+     b"\"system:serviceaccount:builds:runner\" cannot create resource \"secrets\" in API group \"\" in the namespace "
+     b"\"builds\". Check https://docs.gitlab.com/runner/shells/index.html#shell-profile-loading for more information\n",
+     "config_error", "runner-k8s-request-refused", Action.NONE, {}),
+    (b"ERROR: Job failed (system failure): prepare environment: setting up build pod: admission webhook "
+     b"\"policy.kyverno.svc\" denied the request: image registry not allowed\n", "config_error",
+     "runner-k8s-request-refused", Action.NONE, {}),
     # --- test-harness time limits, test suites, recipes, build targets (families)
     (b"Tests run: 12, Failures: 0, Errors: 0, Skipped: 0\n[ERROR] Timeout 300 s exceeded. Process was killed.\n",
      "timeout", "test-harness-timeout-extra", Action.NONE, {}),
@@ -162,6 +173,13 @@ NEAR_MISSES = [
     (b"You are not allowed to download code coverage reports without logging in\n", "git-credentials-refused",
      None, {}),
     (b"The repository is temporarily read-only in this test fixture\n", "git-remote-overloaded", None, {}),
+    # a webhook that could not be called and a full quota stay the platform's
+    (b"ERROR: Job failed (system failure): prepare environment: setting up build pod: Internal error occurred: "
+     b"failed calling webhook \"policy.kyverno.svc\": context deadline exceeded\n", "runner-k8s-request-refused",
+     "infrastructure", {}),
+    (b"ERROR: Job failed (system failure): prepare environment: setting up build pod: pods \"runner-a1\" is forbidden: "
+     b"exceeded quota: ci, requested: limits.memory=8Gi\n", "runner-k8s-request-refused", "infrastructure", {}),
+    (b"IncompleteRead is raised when the body is short\n", "network-error", None, {}),
     # a wrong-architecture object is deterministic
     (b"/usr/bin/ld: lib/arm/blob.o: file not recognized: file format not recognized\n", "object-file-truncated",
      "build_error", {}),
