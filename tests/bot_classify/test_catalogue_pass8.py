@@ -70,8 +70,7 @@ POSITIVE = [
     (b"error: Referenced image could not be resolved.\n", "config_error", "openshift-build-refused", Action.NONE, {}),
     # --- GitLab's git access refusals, read whole (configuration) and its storage move (transient)
     (b"Cloning into '/builds/acme/app/vendor/shared'...\nremote: Authentication by CI/CD job token not allowed from "
-     b"app to shared.\nfatal: unable to access 'https://gitlab.example.com/acme/shared.git/': The requested URL "
-     b"returned error: 403\n", "config_error", "git-credentials-refused", Action.NONE, {}),
+     b"app to shared.\n", "config_error", "git-credentials-refused", Action.NONE, {}),
     (b"remote: Insufficient permissions to pull from the repository of project shared.\n", "config_error",
      "git-credentials-refused", Action.NONE, {}),
     (b"remote: GitLab: You can't push code to an archived project.\n", "config_error", "git-credentials-refused",
