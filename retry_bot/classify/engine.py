@@ -36,9 +36,10 @@ __all__ = ["classify", "effective_exit_code"]
 # apply to their logs too: Travis CI (travis-build's bash templates: 'The command "CMD" exited with N.',
 # 'The command "CMD" failed and exited with N during STAGE.'), CircleCI ('Exited with code exit status N',
 # older 'Exited with code N'), Buildkite ('Exited with status N'), Jenkins Pipeline's sh/bat step
-# (workflow-durable-task-step: 'script returned exit code N'), TeamCity ('Process exited with code N').
+# (workflow-durable-task-step: 'script returned exit code N'), TeamCity ('Process exited with code N');
+# CircleCI 1.0's 'Failing command: CMD / Exit code: N' (the Azure form above with a colon).
 _EXIT_RE = re.compile(rb"(?:(?:Job failed|command terminated|exited|Process completed with)[^\n]{0,200}?"
-                      rb"exit (?:code|status):? ?|^(?:##\[error\])?Exit code "
+                      rb"exit (?:code|status):? ?|^(?:##\[error\])?Exit code:? "
                       rb"|^(?:##\[error\])?(?:Bash|Cmd\.exe|cmd\.exe|PowerShell|pwsh) exited with code '"
                       rb"|The command \"[^\n]{0,300}\" (?:failed and )?exited with "
                       rb"|Exited with code (?:exit status )?|Exited with status |script returned exit code "

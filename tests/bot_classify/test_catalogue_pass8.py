@@ -96,6 +96,12 @@ POSITIVE = [
     # --- a build driver's summary after a SIGKILLed child: the kill decides (kill_signal before generic)
     (b"   Compiling engine v0.4.0 (/builds/acme/engine)\nsccache: Compile terminated by signal 9\n"
      b"error: could not compile `engine` (lib)\n", "oom", "sigkill-any-tool", Action.RESIZE, {}),
+    # --- rustc's linker SIGKILLed (Rust's ExitStatus Display on the compile-error line); .NET at its cgroup heap limit
+    (b"   Compiling engine v0.4.0\nerror: linking with `cc` failed: signal: 9 (SIGKILL)\n  |\n  = note: LC_ALL=\"C\" \"cc\"\n",
+     "oom", "compiler-killed", Action.RESIZE, {}),
+    (b"Unhandled exception. System.OutOfMemoryException: Exception of type 'System.OutOfMemoryException' was thrown.\n"
+     b"   at Acme.Indexer.Build(Stream input) in /src/Indexer.cs:line 88\n", "oom", "runtime-heap-exhausted",
+     Action.RESIZE, {}),
     # --- the JVM's heap message alone behind a logger's level tag
     (b"[info] compiling 87 Scala sources to /work/target/scala-3.3.1/classes ...\n[error] Java heap space\n",
      "oom", "runtime-heap-exhausted", Action.RESIZE, {}),
@@ -179,6 +185,9 @@ NEAR_MISSES = [
     (b"ERROR: Job failed (system failure): prepare environment: setting up build pod: pods \"runner-a1\" is forbidden: "
      b"exceeded quota: ci, requested: limits.memory=8Gi\n", "runner-k8s-request-refused", "infrastructure", {}),
     (b"IncompleteRead is raised when the body is short\n", "network-error", None, {}),
+    (b"error: linking with `cc` failed: exit status: 1\n", "compiler-killed", "build_error", {}),
+    (b"    public void Throws_OutOfMemoryException_when_asked() => Assert.Throws<OutOfMemory>(F);\n",
+     "runtime-heap-exhausted", None, {}),
     # a wrong-architecture object is deterministic
     (b"/usr/bin/ld: lib/arm/blob.o: file not recognized: file format not recognized\n", "object-file-truncated",
      "build_error", {}),
@@ -234,6 +243,9 @@ def test_eighth_pass_near_misses(taxonomy, trace, rule, family, extra):
      b"http://search:9200/_bulk\n", {}),
     # a test named after OOM failing its own assertion
     (b"--- FAIL: TestHeapLimitReportsOOM (0.02s)\nFAIL\tacme/alloc\t0.1s\n", {}),
+    # a remote .NET service's own OutOfMemoryException in its 500 response
+    (b"System.Net.Http.HttpRequestException: Response status code does not indicate success: 500 (Internal Server "
+     b"Error). Body: System.OutOfMemoryException: Insufficient memory to continue the execution of the program.\n", {}),
     # a test harness's own time limit on a memory-named test
     (b"FAILED tests/test_memory_pool.py::test_memory_pool_grow - Failed: Timeout >60.0s\n", {}),
 ])
@@ -255,6 +267,7 @@ def test_eighth_pass_traps_are_never_resized(taxonomy, trace, extra):
     (b"Exited with status 137\n", 137),
     (b"ERROR: script returned exit code 137\nFinished: FAILURE\n", 137),
     (b"[12:00:01]W:\t [Step 2/3] Process exited with code 137\n", 137),
+    (b"Failing command: make test\nExit code: 137\nOutput:\n", 137),
 ])
 def test_azure_task_exit_code_is_read(line, code):
     facts = JobFacts(job_id=1, name="build")
