@@ -134,6 +134,23 @@ POSITIVE = [
     (b"ERROR: Job failed (system failure): prepare environment: setting up build pod: admission webhook "
      b"\"policy.kyverno.svc\" denied the request: image registry not allowed\n", "config_error",
      "runner-k8s-request-refused", Action.NONE, {}),
+    # --- configuration: the job's toolchain, shell, token permissions, inputs and base image
+    (b"npm ERR! code EBADENGINE\nnpm ERR! engine Unsupported engine\nnpm ERR! notsup Required: {\"node\":\">=20\"}\n",
+     "config_error", "toolchain-version-mismatch", Action.NONE, {}),
+    (b"error vite@5.2.0: The engine \"node\" is incompatible with this module. Expected version \"^18.0.0 || >=20.0.0\". "
+     b"Got \"16.14.0\"\n", "config_error", "toolchain-version-mismatch", Action.NONE, {}),
+    (b"go: go.mod requires go >= 1.23.0 (running go 1.22.4; GOTOOLCHAIN=local)\n", "config_error",
+     "toolchain-version-mismatch", Action.NONE, {}),
+    (b"> Unsupported class file major version 66\n", "config_error", "toolchain-version-mismatch", Action.NONE, {}),
+    (b"$ ./ci/publish.sh\n./ci/publish.sh: 14: twine: not found\n/bin/sh: 1: twine: not found\n", "config_error",
+     "command-not-found-text", Action.NONE, {}),
+    (b"zsh:1: command not found: bazel\n", "config_error", "command-not-found-text", Action.NONE, {}),
+    (b"RequestError [HttpError]: Resource not accessible by integration\n", "config_error", "gitlab-api-forbidden",
+     Action.NONE, {}),
+    (b"##[error]Input required and not supplied: registry-password\n", "config_error", "cli-usage-error",
+     Action.NONE, {}),
+    (b"ERROR: failed to solve: failed to resolve source metadata for docker.io/library/pyton:3.12-slim: "
+     b"docker.io/library/pyton:3.12-slim: not found\n", "config_error", "image-pull-not-found", Action.NONE, {}),
     # --- test-harness time limits, test suites, recipes, build targets (families)
     (b"Tests run: 12, Failures: 0, Errors: 0, Skipped: 0\n[ERROR] Timeout 300 s exceeded. Process was killed.\n",
      "timeout", "test-harness-timeout-extra", Action.NONE, {}),
@@ -188,6 +205,11 @@ NEAR_MISSES = [
     (b"error: linking with `cc` failed: exit status: 1\n", "compiler-killed", "build_error", {}),
     (b"    public void Throws_OutOfMemoryException_when_asked() => Assert.Throws<OutOfMemory>(F);\n",
      "runtime-heap-exhausted", None, {}),
+    (b"npm WARN EBADENGINE Unsupported engine {\n", "toolchain-version-mismatch", None, {}),
+    (b"/bin/sh: 1: cannot open ci/env: No such file\n", "command-not-found-text", None, {}),
+    (b"ERROR: failed to solve: failed to resolve source metadata for docker.io/library/python:3.12: failed to do "
+     b"request: Head \"https://registry-1.docker.io/v2/library/python/manifests/3.12\": dial tcp: i/o timeout\n",
+     "image-pull-not-found", "infrastructure", {}),
     # a wrong-architecture object is deterministic
     (b"/usr/bin/ld: lib/arm/blob.o: file not recognized: file format not recognized\n", "object-file-truncated",
      "build_error", {}),
