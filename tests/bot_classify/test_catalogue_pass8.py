@@ -210,6 +210,9 @@ NEAR_MISSES = [
     (b"ERROR: failed to solve: failed to resolve source metadata for docker.io/library/python:3.12: failed to do "
      b"request: Head \"https://registry-1.docker.io/v2/library/python/manifests/3.12\": dial tcp: i/o timeout\n",
      "image-pull-not-found", "infrastructure", {}),
+    # 'Skill' is not a kill word: a real SIGKILL of a child of a test run named so stays the kill
+    (b"test matcher::skill_tree_depth ... FAILED\nerror: linking with `cc` failed: signal: 9 (SIGKILL)\n",
+     "test-named-after-oom-failed", "oom", {}),
     # a wrong-architecture object is deterministic
     (b"/usr/bin/ld: lib/arm/blob.o: file not recognized: file format not recognized\n", "object-file-truncated",
      "build_error", {}),
@@ -265,6 +268,12 @@ def test_eighth_pass_near_misses(taxonomy, trace, rule, family, extra):
      b"http://search:9200/_bulk\n", {}),
     # a test named after OOM failing its own assertion
     (b"--- FAIL: TestHeapLimitReportsOOM (0.02s)\nFAIL\tacme/alloc\t0.1s\n", {}),
+    # a test named after killing that SIGKILLs its child on purpose and prints Rust's ExitStatus of it
+    (b"running 12 tests\ntest supervisor::kill_stuck_worker ... FAILED\n\nfailures:\n\n---- supervisor::kill_stuck_worker "
+     b"stdout ----\nthread 'supervisor::kill_stuck_worker' panicked at src/supervisor.rs:88:9:\nworker exited with "
+     b"signal: 9 (SIGKILL) before the grace period\n", {}),
+    (b"[ RUN      ] Watchdog.KillsHungChild\nchild failed: signal: 9 (SIGKILL)\n"
+     b"[  FAILED  ] Watchdog.KillsHungChild (12 ms)\n", {}),
     # a remote .NET service's own OutOfMemoryException in its 500 response
     (b"System.Net.Http.HttpRequestException: Response status code does not indicate success: 500 (Internal Server "
      b"Error). Body: System.OutOfMemoryException: Insufficient memory to continue the execution of the program.\n", {}),
