@@ -151,6 +151,21 @@ POSITIVE = [
      Action.NONE, {}),
     (b"ERROR: failed to solve: failed to resolve source metadata for docker.io/library/pyton:3.12-slim: "
      b"docker.io/library/pyton:3.12-slim: not found\n", "config_error", "image-pull-not-found", Action.NONE, {}),
+    # --- timeouts of other HTTP clients (Ruby, Haskell)
+    (b"fastlane finished with errors\n[!] Net::ReadTimeout with #<TCPSocket:(closed)>\n",
+     "infrastructure", "network-timeout", Action.RETRY, {}),
+    (b"stack: HttpExceptionRequest Request {\n  host = \"casa.stackage.org\"\n  port = 443\n}\n ConnectionTimeout\n",
+     "infrastructure", "network-timeout", Action.RETRY, {}),
+    # --- deterministic failures in other tools' words (families)
+    (b"Undefined symbols for architecture x86_64:\n  \"_png_read_info\", referenced from:\n", "build_error",
+     "linker-error", Action.NONE, {}),
+    (b"Coverage failure: total of 64 is less than fail-under=75\n", "build_error", "lint-or-format-failed",
+     Action.NONE, {}),
+    (b"Assertion failed: (len <= cap), function buf_push, file buf.c, line 41.\n", "build_error",
+     "generic-test-assertion", Action.NONE, {}),
+    (b"./run_fuzz.sh: line 9: 4242 Segmentation fault      (core dumped) ./fuzz_parser corpus/\n", "build_error",
+     "shell-reported-crash", Action.NONE, {}),
+    (b"timeout: sending signal KILL to command 'make'\n", "timeout", "test-harness-timeout-extra", Action.NONE, {}),
     # --- test-harness time limits, test suites, recipes, build targets (families)
     (b"Tests run: 12, Failures: 0, Errors: 0, Skipped: 0\n[ERROR] Timeout 300 s exceeded. Process was killed.\n",
      "timeout", "test-harness-timeout-extra", Action.NONE, {}),
@@ -213,6 +228,10 @@ NEAR_MISSES = [
     # 'Skill' is not a kill word: a real SIGKILL of a child of a test run named so stays the kill
     (b"test matcher::skill_tree_depth ... FAILED\nerror: linking with `cc` failed: signal: 9 (SIGKILL)\n",
      "test-named-after-oom-failed", "oom", {}),
+    (b"    }\n  ResponseTimeoutMillis = 30000\n", "network-timeout", None, {}),
+    (b"Undefined symbols for architecture x86_64 were resolved lazily\n", "linker-error", None, {}),
+    (b"echo 'Segmentation fault handler installed'\n", "shell-reported-crash", None, {}),
+    (b"timeout: the monitored command dumped core\n", "test-harness-timeout-extra", None, {}),
     # a wrong-architecture object is deterministic
     (b"/usr/bin/ld: lib/arm/blob.o: file not recognized: file format not recognized\n", "object-file-truncated",
      "build_error", {}),
