@@ -63,6 +63,18 @@ POSITIVE = [
      Action.RETRY, {}),
     (b"error: build error: The pod for this build was deleted before the build completed.\n", "infrastructure",
      "pod-failure", Action.RETRY, {}),
+    # --- kubelet's own refusals, evictions and lost containers (infrastructure) vs its configuration errors
+    (b"Pod was rejected: Node didn't have enough resource: memory, requested: 4294967296, used: 30064771072, "
+     b"capacity: 32212254720\n", "infrastructure", "spot-reclamation", Action.RETRY, {}),
+    (b"  Reason:   UnexpectedAdmissionError\n", "infrastructure", "spot-reclamation", Action.RETRY, {}),
+    (b"Message: Preempted in order to admit critical pod\n", "infrastructure", "spot-reclamation", Action.RETRY, {}),
+    (b"      reason: ContainerStatusUnknown\n", "infrastructure", "spot-reclamation", Action.RETRY, {}),
+    (b"Error: container has runAsNonRoot and image will run as root (pod: \"runner-q1\", container: build)\n",
+     "config_error", "pod-config-refused", Action.NONE, {}),
+    (b"Error: ErrImageNeverPull: Container image \"acme/tools:7\" is not present with pull policy of Never\n",
+     "config_error", "pod-config-refused", Action.NONE, {}),
+    (b"OCI runtime create failed: runc create failed: unable to start container process: exec: \"/bin/bash\": stat "
+     b"/bin/bash: no such file or directory: unknown\n", "config_error", "executable-not-found", Action.NONE, {}),
     # --- OpenShift's build status catalogue
     (b"error: build error: The build pod was killed due to an out of memory condition.\n", "oom",
      "openshift-build-oomkilled", Action.RESIZE, {}),
@@ -232,6 +244,8 @@ NEAR_MISSES = [
     (b"Undefined symbols for architecture x86_64 were resolved lazily\n", "linker-error", None, {}),
     (b"echo 'Segmentation fault handler installed'\n", "shell-reported-crash", None, {}),
     (b"timeout: the monitored command dumped core\n", "test-harness-timeout-extra", None, {}),
+    (b"the node didn't have enough resource to say\n", "spot-reclamation", None, {}),
+    (b"stat /bin/bash: no such file or directory\n", "executable-not-found", None, {}),
     # a wrong-architecture object is deterministic
     (b"/usr/bin/ld: lib/arm/blob.o: file not recognized: file format not recognized\n", "object-file-truncated",
      "build_error", {}),
