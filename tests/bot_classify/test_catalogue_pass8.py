@@ -96,6 +96,15 @@ POSITIVE = [
      "infrastructure", "object-file-truncated", Action.RETRY, {}),
     (b"ld.lld: error: build/libfoo.a(bar.o): truncated or malformed object (section header table goes past the "
      b"end of the file)\n", "infrastructure", "object-file-truncated", Action.RETRY, {}),
+    # --- races on files a compiler or the shell uses (transient) vs a compiler that is not installed (config)
+    (b"ccache: error: Failed to create temporary file for /var/cache/ccache/tmp/cpp_stdout.tmp.a1b2: No such file "
+     b"or directory\n", "infrastructure", "compiler-temp-file-vanished", Action.RETRY, {}),
+    (b"cc1: fatal error: opening dependency file src/CMakeFiles/core.dir/io.c.o.d: No such file or directory\n"
+     b"compilation terminated.\n", "infrastructure", "compiler-temp-file-vanished", Action.RETRY, {}),
+    (b"/usr/bin/bash: line 88: ./mvnw: Text file busy\n", "infrastructure", "compiler-temp-file-vanished",
+     Action.RETRY, {}),
+    (b"aarch64-linux-gnu-gcc: fatal error: cannot execute 'cc1obj': execvp: No such file or directory\n",
+     "config_error", "executable-not-found", Action.NONE, {}),
     # --- dnf / apt: the repository's entry point is missing (config) vs a file it lists (transient)
     (b"Errors during downloading metadata for repository 'acme-nightly':\n"
      b"  - Status code: 404 for https://repo.example.org/nightly/el9/x86_64/repodata/repomd.xml (IP: 192.0.2.7)\n"
@@ -246,6 +255,9 @@ NEAR_MISSES = [
     (b"timeout: the monitored command dumped core\n", "test-harness-timeout-extra", None, {}),
     (b"the node didn't have enough resource to say\n", "spot-reclamation", None, {}),
     (b"stat /bin/bash: no such file or directory\n", "executable-not-found", None, {}),
+    (b"cc1: fatal error: src/io.c: No such file or directory\n", "compiler-temp-file-vanished", None, {}),
+    (b"note: the build is busy: Text file busy handling is retried by the tool\n", "compiler-temp-file-vanished",
+     None, {}),
     # a wrong-architecture object is deterministic
     (b"/usr/bin/ld: lib/arm/blob.o: file not recognized: file format not recognized\n", "object-file-truncated",
      "build_error", {}),
