@@ -28,10 +28,24 @@ __all__ = ["classify", "effective_exit_code"]
 # GitHub Actions' runner: "Process completed with exit code 137." (actions/runner
 # src/Runner.Worker/Handlers/ScriptHandler: "Process completed with exit code {0}.");
 # Azure Pipelines' task library: "Exit code 137 returned from process: file name '...'"
-# (azure-pipelines-task-lib toolrunner: "Exit code {0} returned from process: file name '{1}'").
+# (azure-pipelines-task-lib toolrunner: "Exit code {0} returned from process: file name '{1}'"),
+# and its script tasks' own summary: "##[error]Bash exited with code '137'." (the Bash, CmdLine and
+# PowerShell tasks of azure-pipelines-tasks, task.loc strings "Bash exited with code '%s'.",
+# "Cmd.exe exited with code '%s'.", "PowerShell exited with code '%s'.").
+# Eighth pass, the other CI systems' own result lines, so that the exit-code conventions (128+N, 124-127)
+# apply to their logs too: Travis CI (travis-build's bash templates: 'The command "CMD" exited with N.',
+# 'The command "CMD" failed and exited with N during STAGE.'), CircleCI ('Exited with code exit status N',
+# older 'Exited with code N'), Buildkite ('Exited with status N'), Jenkins Pipeline's sh/bat step
+# (workflow-durable-task-step: 'script returned exit code N'), TeamCity ('Process exited with code N');
+# CircleCI 1.0's 'Failing command: CMD / Exit code: N' (the Azure form above with a colon).
 _EXIT_RE = re.compile(rb"(?:(?:Job failed|command terminated|exited|Process completed with)[^\n]{0,200}?"
-                      rb"exit (?:code|status):? ?|^(?:##\[error\])?Exit code )(-?[0-9]{1,3})\b")
-_EXIT_NEEDLES = (b"exit code", b"exit status", b"Exit code")
+                      rb"exit (?:code|status):? ?|^(?:##\[error\])?Exit code:? "
+                      rb"|^(?:##\[error\])?(?:Bash|Cmd\.exe|cmd\.exe|PowerShell|pwsh) exited with code '"
+                      rb"|The command \"[^\n]{0,300}\" (?:failed and )?exited with "
+                      rb"|Exited with code (?:exit status )?|Exited with status |script returned exit code "
+                      rb"|[Pp]rocess exited with code )"
+                      rb"(-?[0-9]{1,3})\b")
+_EXIT_NEEDLES = (b"exit code", b"exit status", b"Exit code", b"exited with", b"Exited with")
 #: The runner prints the exit code in the last lines; look no further back than this.
 _EXIT_SCAN_BYTES = 64 * 1024
 #: Windows (from the end) searched in turn by ``resolve = "last"`` stages.

@@ -111,14 +111,15 @@ def test_training_is_deterministic_and_round_trips_through_json():
 
 
 def test_only_read_splits_may_train():
-    # F, G and H were read by the seventh pass; a split collected after them (I...) stays unseen
-    for sealed in ("heldout-i", "heldout-j"):
+    # F, G and H were read by the seventh pass, I by the eighth; a split collected after them (J...)
+    # stays unseen
+    for sealed in ("heldout-j", "heldout-k"):
         with pytest.raises(ValueError, match="may not train"):
             load_split(DATA, sealed)
     with pytest.raises(SystemExit):
-        train_main(["--split", "heldout-i"])
-    assert "heldout-i" not in READ_SPLITS
-    assert {"heldout-f", "heldout-g", "heldout-h"} <= set(READ_SPLITS)
+        train_main(["--split", "heldout-j"])
+    assert "heldout-j" not in READ_SPLITS
+    assert {"heldout-f", "heldout-g", "heldout-h", "heldout-i"} <= set(READ_SPLITS)
 
 
 def test_shipped_artifact_is_what_the_training_script_produces(tmp_path):
@@ -288,3 +289,42 @@ def test_a_damaged_artifact_leaves_unknown_with_a_note_not_a_traceback(taxonomy,
     v = classify(facts(failure_reason="script_failure"), OOMISH * 3, taxonomy)
     assert v.family == Family.UNKNOWN and "learned fallback unavailable" in v.evidence[-1], v
     monkeypatch.setattr(learned, "_DEFAULT", None)
+
+
+# ------------------------------------------------------------------ the acting trade (benchmarks/eval_learned.py)
+
+def test_eval_learned_counts_fixed_and_spoiled_decisions_per_family():
+    import importlib
+
+    ev = importlib.import_module("benchmarks.eval_learned")
+    base, acting = ev.Score(), ev.Score()
+    base.decisions = {"a": ("oom", False), "b": ("build_error", True), "c": ("infrastructure", False),
+                      "d": ("timeout", True), "e": ("oom", True)}
+    acting.decisions = {"a": ("oom", True), "b": ("build_error", False), "c": ("infrastructure", False),
+                        "d": ("timeout", False), "e": ("oom", True)}
+    trade = ev.Trade()
+    trade.add(base, acting)
+    assert trade.fixed == {"oom": 1}
+    assert trade.spoiled == {"build_error": 1, "timeout": 1}
+    assert trade.spoiled_deterministic == 2
+    # the variants an admin may choose act on exactly the learned categories named
+    only_oom = ev.acting_policy(oom=True, infrastructure=False)
+    assert "learned_oom" in only_oom.categories
+    assert only_oom.categories.get("learned_infrastructure") == default_policy_categories().get("learned_infrastructure")
+
+
+def default_policy_categories():
+    from retry_bot.policy import default_policy
+
+    return default_policy().categories
+
+
+def test_eval_learned_refuses_a_split_not_yet_read():
+    import importlib
+
+    ev = importlib.import_module("benchmarks.eval_learned")
+    with pytest.raises(SystemExit, match="not a read split"):
+        ev.load("heldout-j")
+    assert set(ev.TEMPORAL) == {"heldout-d", "heldout-e", "heldout-i"}
+    assert all(set(before) <= set(READ_SPLITS) and split not in before for split, (_, before) in
+               {**ev.TEMPORAL, **ev.SUPPORTING}.items())
