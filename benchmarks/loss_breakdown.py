@@ -47,7 +47,9 @@ machinery unchanged: spreads, residual classes, kill budget) and prints peak/lim
 true centre for unimodal keys (all of them, half the error, only at the exact level, only at
 levels that name neither variants nor compiler), the true centre and noise, and a perfect
 change-point correction (at the regime change every tracker of a package that jumps shifted by
-its true jump): the most any centre estimate, or any change-point detector, could give.
+its true jump): the most any centre estimate, or any change-point detector, could give; and the
+estimated centre with the spread the true noise predicts for a mean of the candidate's runs
+(``noise x sqrt(1 + 1/m)``, as the tracker's package prior: lag not counted).
 """
 
 from __future__ import annotations
@@ -489,6 +491,10 @@ def _bounded_replay(trace, policy, settings, truth, mode: str, pkgs, regime_t: f
             return 0.5 * (c + mu), sc, t
         if mode == "centre and noise":
             return mu, max(noise, settings.min_spread), t
+        if mode == "noise" and t >= 0 and h.surprise is not None:
+            k = len(h.surprise.sw)
+            m = h.surprise.sw[t] if t < k else h.surprise.rel[0][t - k]
+            return c, max(noise * math.sqrt(1.0 + 1.0 / max(m, 1e-9)), settings.min_spread), t
         return c, sc, t
 
     def shift(t: float) -> None:   # the perfect change-point correction, once, at the regime change
@@ -535,7 +541,7 @@ def _bounded_replay(trace, policy, settings, truth, mode: str, pkgs, regime_t: f
 
 
 BOUNDS = ("as is", "jumps", "centre, package-wide levels", "centre, exact level", "half the centre error",
-          "centre", "centre and noise")
+          "centre", "centre and noise", "noise")
 
 
 def bounds(seed: int, mix_name: str, policy_path: str, jobs: int | None, tmp: str) -> str:
