@@ -60,6 +60,7 @@ import os
 import random
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from statistics import NormalDist
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -141,13 +142,35 @@ def oracle_limits(truth: dict, ids: list[int], kills: float,
     return solve(hi)[0], math.exp(hi)
 
 
-def breakdown(seed: int, mix_name: str, policy_path: str, jobs: int | None, tmp: str) -> str:
+@dataclass
+class _Farm:
+    """One generated farm as the reports need it: the shipped policy and its settings, the
+    generator's universe and packages, each job's true distribution, and the loaded trace."""
+    policy: object
+    settings: object
+    mix: object
+    truth: dict[int, tuple[float, float, float, float]]
+    pkgs: dict
+    trace: list
+    regime_t: float
+
+
+def _farm(seed: int, mix_name: str, policy_path: str, jobs: int | None, path: str) -> _Farm:
+    """Generate farm ``seed`` (mix ``mix_name``) into ``path`` with its truth, and load it."""
     policy, settings = load_policy_and_settings(policy_path)
     mix = tracegen.universe(seed, mix_name, jobs)
     truth: dict[int, tuple[float, float, float, float]] = {}
-    path = os.path.join(tmp, f"b{seed}.jsonl")
+    # the generator's packages (the same draws as generate()'s first ones): their dynamics
+    pkgs = {p.name: p for p in tracegen._universe(random.Random(seed), mix)}
     tracegen.write(path, tracegen.generate(seed, mix, truth=truth))
     trace = load_trace(path, settings.keys)
+    regime_t = min(j.t for j in trace) + mix.regime_at * mix.days * 86400.0
+    return _Farm(policy, settings, mix, truth, pkgs, trace, regime_t)
+
+
+def breakdown(seed: int, mix_name: str, policy_path: str, jobs: int | None, tmp: str) -> str:
+    farm = _farm(seed, mix_name, policy_path, jobs, os.path.join(tmp, f"b{seed}.jsonl"))
+    policy, settings, truth, trace = farm.policy, farm.settings, farm.truth, farm.trace
     alloc = RecordingAllocator(settings, replay_from_policy(policy))
     res = simulate(trace, alloc)
     by_job: dict[int, list[dict]] = {}
@@ -305,19 +328,12 @@ def _rms(v) -> float:
 
 def centre_split(seed: int, mix_name: str, policy_path: str, jobs: int | None, tmp: str) -> str:
     """The ``--centres`` report of one farm (see the module docstring)."""
-    policy, settings = load_policy_and_settings(policy_path)
+    farm = _farm(seed, mix_name, policy_path, jobs, os.path.join(tmp, f"c{seed}.jsonl"))
+    policy, settings, truth, pkgs, trace, regime_t = (farm.policy, farm.settings, farm.truth, farm.pkgs,
+                                                      farm.trace, farm.regime_t)
     hls = settings.tracker_half_lives_hours
     k = len(hls)
-    mix = tracegen.universe(seed, mix_name, jobs)
-    truth: dict[int, tuple[float, float, float, float]] = {}
-    # the generator's packages (the same draws as generate()'s first ones): their dynamics
-    pkgs = {p.name: p for p in tracegen._universe(random.Random(seed), mix)}
-    path = os.path.join(tmp, f"c{seed}.jsonl")
-    tracegen.write(path, tracegen.generate(seed, mix, truth=truth))
-    trace = load_trace(path, settings.keys)
     jobs_by_id = {j.job_id: j for j in trace}
-    t0 = min(j.t for j in trace)
-    regime_t = t0 + mix.regime_at * mix.days * 86400.0
     alloc = PredictorAllocator(settings, replay_from_policy(policy))
     idx = alloc.index
     shadows: dict[int, _Shadow] = {}
@@ -546,14 +562,9 @@ BOUNDS = ("as is", "jumps", "centre, package-wide levels", "centre, exact level"
 
 def bounds(seed: int, mix_name: str, policy_path: str, jobs: int | None, tmp: str) -> str:
     """The ``--bounds`` report of one farm (see the module docstring)."""
-    policy, settings = load_policy_and_settings(policy_path)
-    mix = tracegen.universe(seed, mix_name, jobs)
-    truth: dict[int, tuple[float, float, float, float]] = {}
-    pkgs = {p.name: p for p in tracegen._universe(random.Random(seed), mix)}
-    path = os.path.join(tmp, f"o{seed}.jsonl")
-    tracegen.write(path, tracegen.generate(seed, mix, truth=truth))
-    trace = load_trace(path, settings.keys)
-    regime_t = min(j.t for j in trace) + mix.regime_at * mix.days * 86400.0
+    farm = _farm(seed, mix_name, policy_path, jobs, os.path.join(tmp, f"o{seed}.jsonl"))
+    policy, settings, truth, pkgs, trace, regime_t = (farm.policy, farm.settings, farm.truth, farm.pkgs,
+                                                      farm.trace, farm.regime_t)
     out = [f"seed={seed} mix={mix_name}: peak/limit (kills/100) with the oracle's ..."]
     for mode in BOUNDS:
         m = _bounded_replay(trace, policy, settings, truth, mode, pkgs, regime_t)
