@@ -18,7 +18,7 @@ from typing import Any, Callable, Protocol, Sequence, TypeVar
 from runner_wrapper.logconfig import get_logger, redact_url, register_secret
 
 from .errors import StateError, StateUnavailable
-from .schema import LATEST_VERSION, Migration, render
+from .schema import Migration, render
 
 __all__ = ["Tx", "Backend", "SQLiteBackend", "PostgresBackend", "open_backend", "redact_url"]
 

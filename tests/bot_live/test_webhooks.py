@@ -24,7 +24,7 @@ from tests.bot_live.farm import (ENV, POLICY, Farm, bot_config_text, compile_err
 pytestmark = pytest.mark.slow  # end to end: outside the fast lane (pytest -m "not slow")
 
 SECRET = "hook-secret-0123456789abcdef"
-WEBHOOK = f"""
+WEBHOOK = """
 [http]
 listen = "127.0.0.1:0"
 [webhook]

@@ -116,7 +116,7 @@ def test_compute_metrics_by_hand():
     recs = make_records(1, seed=1)
     recs[0].update(memory_peak_bytes=4_000_000_000, memory_mean_bytes=1_000_000_000, duration_s=100.0,
                    peak_at_fraction=0.5, cpu_mean_cores=2.0)
-    import tempfile, os
+    import tempfile
     with tempfile.TemporaryDirectory() as d:
         job = load_trace(str(write_trace(Path(d) / "t.jsonl", recs)))[0]
     allocs = {1: [AttemptAlloc(1_000_000_000, 2_000_000_000, 1.0), AttemptAlloc(2_000_000_000, 5_000_000_000, 2.0)]}

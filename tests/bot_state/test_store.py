@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retry_bot.model import Classification, Family, JobFacts
-from retry_bot.state import (ActionFailed, LATEST_VERSION, LeadershipLost, StateError, perform_once,
+from retry_bot.state import (ActionFailed, LATEST_VERSION, StateError, perform_once,
                              resume_intent)
 from retry_bot.state import store as store_module
 from runner_wrapper.record import RecordError
