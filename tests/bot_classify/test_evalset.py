@@ -56,6 +56,7 @@ HELDOUT_G = tomllib.loads((DATA / "heldout-g.toml").read_text("utf-8"))["case"]
 HELDOUT_H = tomllib.loads((DATA / "heldout-h.toml").read_text("utf-8"))["case"]
 HELDOUT_I = tomllib.loads((DATA / "heldout-i.toml").read_text("utf-8"))["case"]
 HELDOUT_J = tomllib.loads((DATA / "heldout-j.toml").read_text("utf-8"))["case"]
+HELDOUT_K = tomllib.loads((DATA / "heldout-k.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -119,6 +120,18 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
     assert not {c["id"] for c in HELDOUT_J} & {c["id"] for c in earlier}
     assert not {" ".join(c["excerpt"].split()) for c in HELDOUT_J} & {" ".join(c["excerpt"].split()) for c in earlier}
     assert not {c["source"] for c in HELDOUT_J} & {c["source"] for c in earlier}
+    # K (collected blind while rules were written from J's misses, without reading any case of the
+    # other splits) reuses no thread, excerpt or id of any earlier split, J included
+    earlier = earlier + HELDOUT_J
+    assert len(HELDOUT_K) >= 50
+    for c in HELDOUT_K:
+        assert c["id"].startswith("k-") and c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
+        assert c["family"] in FAMILIES, c["id"]
+    assert len({c["id"] for c in HELDOUT_K}) == len(HELDOUT_K)
+    assert len({c["source"] for c in HELDOUT_K}) == len(HELDOUT_K)
+    assert not {c["id"] for c in HELDOUT_K} & {c["id"] for c in earlier}
+    assert not {" ".join(c["excerpt"].split()) for c in HELDOUT_K} & {" ".join(c["excerpt"].split()) for c in earlier}
+    assert not {c["source"] for c in HELDOUT_K} & {c["source"] for c in earlier}
 
 
 def test_tuning_split_family_accuracy(taxonomy):
