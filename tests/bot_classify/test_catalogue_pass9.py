@@ -64,10 +64,10 @@ POSITIVE = [
     (b"----------------------------------------------------------------------\n"
      b"FAIL: api_test.go:120: APISuite.TestPullRetries\n\napi_test.go:131:\n    c.Assert(err, check.IsNil)\n"
      b"... value *url.Error = &url.Error{Op:\"Get\", Err:\"read tcp 10.1.2.3:443: read: connection reset by peer\"}\n\n",
-     "build_error", "gocheck-assertion-report", Action.NONE, {}),
+     "build_error", "test-failure", Action.NONE, {}),
     (b"FAIL: resolve_test.go:44: S.TestLookup\n\nresolve_test.go:50:\n    c.Assert(out, check.Equals, \"ok\")\n"
      b"... obtained string = \"dial tcp: lookup registry.internal: no such host\"\n... expected string = \"ok\"\n",
-     "build_error", "gocheck-assertion-report", Action.NONE, {}),
+     "build_error", "test-failure", Action.NONE, {}),
     # --- git's transport summary after the child's own cause: the cause decides
     (b"Cloning into 'vendor/lib'...\nHost key verification failed.\nfatal: The remote end hung up unexpectedly\n",
      "config_error", "ssh-config-refused", Action.NONE, {}),
@@ -140,7 +140,7 @@ NEAR_MISSES = [
      b"connect: connection refused\n", "docker-client-daemon-host-unresolved", "infrastructure", {}),
     # a network error outside gocheck's report is the network
     (b"... building the image\nError response from daemon: Get https://registry.example.org/v2/: "
-     b"read tcp 10.0.0.5:41234->203.0.113.9:443: read: connection reset by peer\n", "gocheck-assertion-report",
+     b"read tcp 10.0.0.5:41234->203.0.113.9:443: read: connection reset by peer\n", "test-failure",
      "infrastructure", {}),
     # a RUN step failing with another code stays the generic image-build failure
     (b"ERROR: failed to solve: process \"/bin/sh -c make test\" did not complete successfully: exit code: 2\n",
