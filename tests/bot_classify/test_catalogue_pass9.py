@@ -96,6 +96,18 @@ POSITIVE = [
     (b"0:41:07 load avg: 3.10 [212/433] test_asyncio\ntest_sock_recv (test.test_asyncio.test_sock.SockTests) ... "
      b"Timeout (0:20:00)!\nThread 0x00007f1e2b3c4740 (most recent call first):\n"
      b"  File \"/build/Lib/selectors.py\", line 468 in select\n", "timeout", "test-harness-timeout-extra", Action.NONE, {}),
+    # --- systemd's report of the kernel's kill in a unit's cgroup; binutils' BFD out of memory
+    (b"Running as unit: run-r2f0c1.service\nrun-r2f0c1.service: A process of this unit has been killed by the OOM killer.\n",
+     "oom", "kernel-oom-killer", Action.RESIZE, {}),
+    (b"ci-build@7.service: Main process exited, code=killed, status=9/KILL\nci-build@7.service: Failed with result 'oom-kill'.\n",
+     "oom", "kernel-oom-killer", Action.RESIZE, {}),
+    (b"[100%] Linking CXX executable bin/server\n/usr/bin/x86_64-linux-gnu-ld.bfd: final link failed: memory exhausted\n"
+     b"collect2: error: ld returned 1 exit status\n", "oom", "runtime-heap-exhausted", Action.RESIZE, {}),
+    # --- GitHub's ssh server refusing the repository to the key (before git's 'Could not read from remote')
+    (b"Cloning into 'infra'...\nERROR: Repository not found.\nfatal: Could not read from remote repository.\n",
+     "config_error", "git-repository-refused", Action.NONE, {}),
+    (b"ERROR: Permission to acme/site.git denied to deploy-key-ci.\nfatal: Could not read from remote repository.\n",
+     "config_error", "git-repository-refused", Action.NONE, {}),
     # --- pip's own error codes for a package whose build failed
     (b"  note: This error originates from a subprocess, and is likely not a problem with pip.\n"
      b"error: legacy-install-failure\n\nx Encountered error while trying to install package.\n",
@@ -149,6 +161,10 @@ NEAR_MISSES = [
     # a timeout word in a test's own assertion, and faulthandler's format quoted mid-line, are not the watchdog
     (b"FAIL: test_timeout_message (tests.test_util.T)\nAssertionError: 'Timeout (0:00:05)!' != 'Timeout'\n",
      "test-harness-timeout-extra", None, {}),
+    # a unit that failed for another reason, bison's parser stack, a sentence about a repository
+    (b"ci-build@7.service: Failed with result 'exit-code'.\n", "kernel-oom-killer", None, {}),
+    (b"parse.y: grammar.c:1234: memory exhausted\n", "runtime-heap-exhausted", None, {}),
+    (b"warning: ERROR: Repository not found. is printed when the key lacks access\n", "git-repository-refused", None, {}),
     # pip's subprocess error alone (a build-dependency download can end the same way) is not read as the build
     (b"error: subprocess-exited-with-error\n", "python-package-build-failed", None, {}),
     # librepo's status line with a 4xx is not a server error (os-repository-missing reads 404s)
