@@ -24,6 +24,9 @@ POSITIVE = [
      b"script returned exit code 143\n", "timeout", "ci-step-interrupted", Action.NONE, {"exit_code": 143}),
     (b"10:42:07  Cancelling nested steps due to timeout\n10:42:07  Sending interrupt signal to process\n"
      b"10:42:09  script returned exit code 143\n", "timeout", "ci-step-interrupted", Action.NONE, {"exit_code": 143}),
+    (b"~~~ Running commands\n$ make integration\n# Received cancellation signal, interrupting\nTerminated\n"
+     b"Error: The command was interrupted by a signal: terminated\n", "timeout", "ci-step-interrupted", Action.NONE,
+     {"exit_code": 143}),
     # --- a JVM server's own heap, in its log4j/logback layout (a test cluster node, an IT service)
     (b"2023-11-02T08:15:31,044 INFO [main] org.example.search.node.Node - starting ...\n"
      b"2023-11-02T08:15:33,910 WARN [gc-monitor] org.example.search.Monitor - [gc][12] overhead, spent [2.1s]\n"
