@@ -72,7 +72,7 @@ def build_output(rng: random.Random, size: int) -> bytes:
 
 def workloads(rng: random.Random) -> dict[str, list[tuple[JobFacts, bytes]]]:
     cases = [c for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e",
-                          "heldout-f", "heldout-g", "heldout-h", "heldout-i")
+                          "heldout-f", "heldout-g", "heldout-h", "heldout-i", "heldout-j")
              for c in tomllib.loads((ROOT / f"tests/data/joblogs/{split}.toml").read_text("utf-8"))["case"]]
     base = build_output(rng, TAIL + 4096)
     realistic = []

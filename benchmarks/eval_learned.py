@@ -22,10 +22,14 @@ deterministic failure re-run).
 
 Usage::
 
-    .venv/bin/python benchmarks/eval_learned.py            # D, E, I (+ F, G, H): rules alone vs rules + model; LOSO CV
+    .venv/bin/python benchmarks/eval_learned.py            # D, E, I, J (+ F, G, H): rules alone vs rules + model; LOSO CV
     .venv/bin/python benchmarks/eval_learned.py --tune     # the grid the options were chosen from (on D only)
 
-Only the splits already read (``READ_SPLITS``) can be loaded: a sealed blind set (J and later) is
+Since the ninth pass also held-out J (the rules at ``691d7d5``, main after the eighth pass, where the
+lead scored it blind, their learned fallback switched off; a model trained on cases to I); the bar for
+letting learned verdicts act is judged on D, E, I and J together.
+
+Only the splits already read (``READ_SPLITS``) can be loaded: a sealed blind set (K and later) is
 refused, so no option lets this script read it.
 """
 
@@ -65,6 +69,8 @@ TEMPORAL: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-d": ("5c6641f", ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c")),
     "heldout-e": ("187f4f0", ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d")),
     "heldout-i": ("715f118", _BEFORE_F + ("heldout-f", "heldout-g", "heldout-h")),
+    # ninth pass: J as the lead scored it blind (main 691d7d5, after the eighth pass), a model trained on cases..I
+    "heldout-j": ("691d7d5", _BEFORE_F + ("heldout-f", "heldout-g", "heldout-h", "heldout-i")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -74,7 +80,7 @@ SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 #: Commits whose classifier already had a learned fallback: it is switched off there (a site file),
 #: so that the old rules' ``unknown`` reaches the model trained here, as for D and E.
-_TREE_HAS_LEARNED = {"563269b", "715f118"}
+_TREE_HAS_LEARNED = {"563269b", "715f118", "691d7d5"}
 _LEARNED_OFF = "[learned]\nenabled = false\n"
 
 _OLD_CLASSIFIER = r"""
@@ -288,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tune", action="store_true", help="print the grid on held-out D the options were chosen from")
     ap.add_argument("--changes", action="store_true", help="list the cases where the model spoke")
     ap.add_argument("--no-loso", action="store_true", help="skip the leave-one-split-out cross-validation")
-    ap.add_argument("--no-supporting", action="store_true", help="only D, E and I (not F, G and H)")
+    ap.add_argument("--no-supporting", action="store_true", help="only D, E, I and J (not F, G and H)")
     args = ap.parse_args(argv)
     if args.tune:
         tune()
@@ -297,9 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     policy = default_policy()
     variants = {name: acting_policy(*flags) for name, flags in VARIANTS.items()}
     print(f"options {dict(DEFAULT_OPTIONS)}, min_probability {threshold} (the shipped [learned] table)")
-    totals = {"blind sets D, E, I": {name: Trade() for name in VARIANTS},
+    totals = {"blind sets D, E, I, J": {name: Trade() for name in VARIANTS},
               "supporting F, G, H": {name: Trade() for name in VARIANTS}}
-    sets = [(s, v, "blind sets D, E, I") for s, v in TEMPORAL.items()]
+    sets = [(s, v, "blind sets D, E, I, J") for s, v in TEMPORAL.items()]
     if not args.no_supporting:
         sets += [(s, v, "supporting F, G, H") for s, v in SUPPORTING.items()]
     for split, (commit, before), group in sets:
