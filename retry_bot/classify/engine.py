@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, replace
 
 from retry_bot.classify.learned import ELIGIBLE_STAGES, ModelUnavailable, consult, default_model
-from retry_bot.classify.structure import Structure, analyse, record_covers_failure, signal_name, signal_of
+from retry_bot.classify.structure import (Structure, analyse, drop_post_failure_output, record_covers_failure,
+                                          signal_name, signal_of)
 from retry_bot.classify.taxonomy import Pattern, Rule, Taxonomy
 from retry_bot.classify.trace import DEFAULT_TAIL_BYTES, NeedleIndex, TraceText
 from retry_bot.model import Classification, Family, JobFacts
@@ -307,14 +308,17 @@ def classify(facts: JobFacts, trace_tail: bytes, taxonomy: Taxonomy,
     """Classify one failed (or canceled) job.
 
     ``trace_tail`` is the end of the raw trace (at most 256 KiB are used; use
-    :func:`~retry_bot.classify.read_trace_tail` to get it); ``record`` is a
+    :func:`~retry_bot.classify.read_trace_tail` to get it), read without what ``after_script`` and
+    the ``*_on_failure`` stages printed (:func:`~retry_bot.classify.structure.drop_post_failure_output`:
+    they run after the failure and never change the job's result); ``record`` is a
     usage record whose signature was already verified (see
     :func:`~retry_bot.classify.extract_verified_record`); it is ignored when it
     names another job.  Never raises on any bytes.
     """
     if isinstance(trace_tail, str):  # tolerate decoded traces
         trace_tail = trace_tail.encode("utf-8", "replace")
-    raw = bytes(trace_tail or b"")[-DEFAULT_TAIL_BYTES:]
+    # the output of after_script and the *_on_failure stages never decides (structure module docstring)
+    raw = drop_post_failure_output(bytes(trace_tail or b"")[-DEFAULT_TAIL_BYTES:])
     ctx = _Context(facts, TraceText(raw), record)
     n = len(raw)
     for stage in taxonomy.stages:
