@@ -53,7 +53,22 @@ FIXED = [
        b"ERROR: Job failed: exit code 2\n", "build_error", Action.NONE, {"exit_code": 2}),
 ]
 
+FIXED += [
+    # G: coreutils timeout(1) reporting the signal of its own time limit
+    ("G-preserve-status-143", _job("timeout --preserve-status 20m make test-e2e",
+                                   b"e2e: 31 of 120 scenarios done\n", 143), "timeout", Action.NONE, {"exit_code": 143}),
+    ("G-signal-kill-137", _job("timeout --signal=KILL 45m ./ci/soak.sh", b"soak: still running (2690s)\n", 137),
+     "timeout", Action.NONE, {"exit_code": 137}),
+    ("G-kill-after-137", _job("timeout -k 30s 10m cargo test --release", b"test big::roundtrip has been running for over 60 seconds\n",
+                              137), "timeout", Action.NONE, {"exit_code": 137}),
+]
+
 KEPT = [
+    # G: a 137 under a plain timeout (TERM) is the kernel's kill of the child; a bare 143 stays external
+    ("G-plain-timeout-137", _job("timeout 2h make -j8", b"  CXX      src/big.o\n", 137), "oom", Action.RESIZE,
+     {"exit_code": 137}),
+    ("G-no-timeout-143", _job("./deploy.sh", b"deploy: waiting for rollout\n", 143), "infrastructure", Action.RETRY,
+     {"exit_code": 143}),
     # A: the same network errors in the script itself are still the cause
     ("A-script-dns", _job("./fetch-deps.sh", b"curl: (6) Could not resolve host: deps.example.org\n", 6,
                           _section("after_script", "Running after_script", b"\x1b[32;1m$ echo done\x1b[0;m\ndone\n")),
