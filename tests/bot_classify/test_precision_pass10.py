@@ -63,7 +63,57 @@ FIXED += [
                               137), "timeout", Action.NONE, {"exit_code": 137}),
 ]
 
+FIXED += [
+    # B: network words in lint / type-check findings, the job's own services, 4xx answers, TLS on a plain port
+    ("B-flake8-names-timeout", _job("flake8 app", b"app/fetch.py:7:1: F401 'requests.exceptions.ConnectTimeout' imported "
+                                    b"but unused\napp/fetch.py:8:1: F401 'urllib3.exceptions.ConnectTimeoutError' imported but unused\n"),
+     "build_error", Action.NONE, {}),
+    ("B-tsc-string-type", _job("npx tsc -p .", b"lib/errors.ts(40,3): error TS2322: Type '\"ECONNRESET\"' is not assignable "
+                               b"to type 'RetryableCode'.\n"), "build_error", Action.NONE, {}),
+    ("B-localhost-503", _job("./smoke.sh", b"smoke: GET http://localhost:3000/ready -> 503 Service Unavailable\nsmoke: giving up\n"),
+     "build_error", Action.NONE, {}),
+    ("B-local-dial-timeout", _job("go test ./e2e/...", b"    e2e_test.go:31: dial tcp [::1]:5432: i/o timeout\n"),
+     "build_error", Action.NONE, {}),
+    ("B-status-assertion", _job("npm test", b"  1) GET /orders\n     Error: expected 201 \"Created\", got 500 "
+                                b"\"Internal Server Error\"\n"), "build_error", Action.NONE, {}),
+    ("B-urllib-403", _job("python tools/get_fixtures.py", b"urllib.error.HTTPError: HTTP Error 403: Forbidden\n"),
+     "config_error", Action.NONE, {}),
+    ("B-curl22-401", _job("curl -fsSL -o sdk.zip https://dl.example.com/sdk.zip",
+                          b"curl: (22) The requested URL returned error: 401\n"), "config_error", Action.NONE, {}),
+    ("B-git-413", _job("git push origin HEAD:release", b"error: RPC failed; HTTP 413 curl 22 The requested URL returned "
+                       b"error: 413\nsend-pack: unexpected disconnect while reading sideband packet\n"
+                       b"fatal: the remote end hung up unexpectedly\n"), "config_error", Action.NONE, {}),
+    ("B-apt-404", _job("apt-get install -y libpq5", b"Err:1 http://archive.ubuntu.com/ubuntu jammy-updates/main amd64 libpq5 "
+                       b"amd64 14.9-0ubuntu0.22.04.1\n  404  Not Found [IP: 185.125.190.36 80]\nE: Failed to fetch "
+                       b"http://archive.ubuntu.com/ubuntu/pool/main/p/postgresql-14/libpq5_14.9-0ubuntu0.22.04.1_amd64.deb  "
+                       b"404  Not Found [IP: 185.125.190.36 80]\n"), "config_error", Action.NONE, {}),
+    ("B-helm-404", _job("helm dependency build chart/", b"Error: could not download https://charts.example.org/redis-0.0.9.tgz: "
+                        b"failed to fetch https://charts.example.org/redis-0.0.9.tgz : 404 Not Found\n"),
+     "config_error", Action.NONE, {}),
+    ("B-maven-409", _job("mvn deploy", b"[ERROR] Failed to execute goal org.apache.maven.plugins:maven-deploy-plugin:3.1.1:deploy "
+                         b"(default-deploy) on project svc: Failed to deploy artifacts: Could not transfer artifact "
+                         b"org.example:svc:pom:2.0.1 from/to releases (https://repo.example.org/releases/): status code: 409, "
+                         b"reason phrase: Conflict (409) -> [Help 1]\n"), "config_error", Action.NONE, {}),
+    ("B-curl35-plain-port", _job("curl -fsS https://artifacts.internal:8081/health",
+                                 b"curl: (35) OpenSSL/3.0.13: error:0A00010B:SSL routines::wrong version number\n"),
+     "config_error", Action.NONE, {}),
+]
+
 KEPT = [
+    # B: the same clients meeting a real outage
+    ("B-curl22-503", _job("curl -fsSL -o sdk.zip https://dl.example.com/sdk.zip",
+                          b"curl: (22) The requested URL returned error: 503\n"), "infrastructure", Action.RETRY, {}),
+    ("B-curl22-429", _job("curl -fsSL -o sdk.zip https://dl.example.com/sdk.zip",
+                          b"curl: (22) The requested URL returned error: 429\n"), "infrastructure", Action.RETRY, {}),
+    ("B-urllib-502", _job("python tools/get_fixtures.py", b"urllib.error.HTTPError: HTTP Error 502: Bad Gateway\n"),
+     "infrastructure", Action.RETRY, {}),
+    ("B-real-read-timeout", _job("pip install -r requirements.txt", b"pip._vendor.urllib3.exceptions.ReadTimeoutError: "
+                                 b"HTTPSConnectionPool(host='files.pythonhosted.org', port=443): Read timed out.\n"),
+     "infrastructure", Action.RETRY, {}),
+    ("B-remote-dial-timeout", _job("go mod download", b"go: example.org/x@v1.2.0: Get \"https://proxy.golang.org/example.org/x/@v/"
+                                   b"v1.2.0.zip\": dial tcp 142.250.74.17:443: i/o timeout\n"), "infrastructure", Action.RETRY, {}),
+    ("B-remote-502", _job("./publish.sh", b"publish: PUT https://uploads.example.com/v1/pkg -> 502 Bad Gateway\n"),
+     "infrastructure", Action.RETRY, {}),
     # G: a 137 under a plain timeout (TERM) is the kernel's kill of the child; a bare 143 stays external
     ("G-plain-timeout-137", _job("timeout 2h make -j8", b"  CXX      src/big.o\n", 137), "oom", Action.RESIZE,
      {"exit_code": 137}),
