@@ -122,7 +122,32 @@ FIXED += [
                                   b"The command '/bin/sh -c ./selftest' returned a non-zero code: 1\n"), "build_error", Action.NONE, {}),
 ]
 
+FIXED += [
+    # D: OOM words in a test's assertion, a fixture string, a remote server's error body, a Debug-printed error
+    ("D-assert-oomkilled", _job("go test ./pkg/status/...", b"    classify_test.go:19: got phase \"Failed\", expected "
+                                b"OOMKilled for pod worker-0\n--- FAIL: TestClassify (0.00s)\nFAIL\n"), "build_error", Action.NONE, {}),
+    ("D-fixture-oom-killer", _job("pytest tests/test_dmesg.py", b"    sample = '[ 8812.004511] postgres invoked oom-killer: "
+                                  b"gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0'\n"
+                                  b"E   AssertionError: assert None == 'postgres'\n"), "build_error", Action.NONE, {}),
+    ("D-array-vm-limit", _job("./gradlew test", b"Exception in thread \"main\" java.lang.OutOfMemoryError: Requested array size "
+                              b"exceeds VM limit\n\tat java.base/java.util.Arrays.copyOf(Arrays.java:3537)\n"), None, Action.NONE, {}),
+    ("D-remote-heap", _job("pytest tests/it", b"E   opensearchpy.exceptions.TransportError: TransportError(500, "
+                           b"'exception', 'java.lang.OutOfMemoryError: Java heap space')\n"), None, Action.NONE, {}),
+    ("D-rust-debug-enomem", _job("cargo test", b"---- alloc::huge_map stdout ----\nthread 'alloc::huge_map' panicked at "
+                                 b"tests/alloc.rs:14:40:\ncalled `Result::unwrap()` on an `Err` value: Os { code: 12, kind: "
+                                 b"OutOfMemory, message: \"Cannot allocate memory\" }\n"), None, Action.NONE, {}),
+]
+
 KEPT = [
+    # D: the same words where the kernel, the kubelet and the JVM print them
+    ("D-kubelet-oomkilled", _job("make -j8", b"  CC lib/x.o\n", 137) .replace(b"ERROR: Job failed: exit code 137",
+     b"ERROR: Job failed: command terminated with exit code 137, reason: 'OOMKilled'"), "oom", Action.RESIZE, {"exit_code": 137}),
+    ("D-dmesg-oom-killer", _job("./run-bench.sh", b"[ 4411.902113] bench invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE"
+                                b"|__GFP_COMP), order=0, oom_score_adj=0\n", 137), "oom", Action.RESIZE, {"exit_code": 137}),
+    ("D-jvm-heap", _job("mvn -B verify", b"Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space\n"),
+     "oom", Action.RESIZE, {}),
+    ("D-enomem-display", _job("cargo build --release", b"error: could not exec the linker `cc`\n  = note: Cannot allocate memory "
+                              b"(os error 12)\n"), "oom", Action.RESIZE, {}),
     # C: a truncated object outside a test transcript is still the race
     ("C-ld-truncated", _job("make -j16", b"/usr/bin/ld: obj/parse.o: file not recognized: file truncated\n"
                             b"collect2: error: ld returned 1 exit status\n"), "infrastructure", Action.RETRY, {}),
