@@ -138,7 +138,56 @@ FIXED += [
                                  b"OutOfMemory, message: \"Cannot allocate memory\" }\n"), None, Action.NONE, {}),
 ]
 
+FIXED += [
+    # H: runner/platform words in the job's own output
+    ("H-app-log-evicted", _job("./e2e.sh", b"2025-03-02T08:00:09Z WARN scheduler: pod api-7f9 was evicted from node-b, requeueing\n"
+                               b"e2e: 2 scenarios failed\n"), None, Action.NONE, {}),
+    ("H-kubectl-get-pods-row", _job("kubectl -n review get pods", b"NAME                   READY   STATUS             RESTARTS   AGE\n"
+                                    b"shop-5c8d7b9f4-qw2lz   0/1     ErrImagePull       0          40s\n"), None, Action.NONE, {}),
+    ("H-mock-agent-lost", _job("go test ./ci/...", b"    runner_test.go:88: output: step 3: Exited with status -1 (agent lost)\n"
+                               b"--- FAIL: TestRetryPolicy (0.01s)\nFAIL\n"), None, Action.NONE, {}),
+    ("H-assert-channel", _job("mvn test", b"org.opentest4j.AssertionFailedError: expected: <Unexpected termination of the channel> "
+                              b"but was: <null>\n"), None, Action.NONE, {}),
+    ("H-webhook-denied", _job("kubectl apply -f deploy/", b"Error from server (InternalError): error when creating \"deploy/job.yaml\": "
+                              b"Internal error occurred: failed calling webhook \"policy.gatekeeper.sh\": admission webhook "
+                              b"\"policy.gatekeeper.sh\" denied the request: [require-labels] missing label team\n"),
+     None, Action.NONE, {}),
+    ("H-app-lost-communication", _job("make -j4", b"[ 71%] Building CXX object src/CMakeFiles/core.dir/a.cpp.o\n"
+                                      b"client: lost communication with the server (handshake version 2, expected 3)\n"),
+     None, Action.NONE, {}),
+]
+
+def _sysfail(msg: bytes) -> bytes:
+    return b'Preparing the "docker" executor\nERROR: Job failed (system failure): ' + msg + b"\n"
+
+
+FIXED += [
+    # K: runner system failures that are the runner's or the image's configuration
+    ("K-bind-missing", _sysfail(b'Error response from daemon: invalid mount config for type "bind": bind source path does not '
+                                b'exist: /opt/cache (docker.go:512:0s)'), "config_error", Action.NONE,
+     {"failure_reason": "runner_system_failure", "exit_code": None}),
+    ("K-no-shell", _sysfail(b'Error response from daemon: OCI runtime create failed: runc create failed: unable to start container '
+                            b'process: exec: "bash": executable file not found in $PATH: unknown'), "config_error", Action.NONE,
+     {"failure_reason": "runner_system_failure", "exit_code": None}),
+    ("K-pod-security", _sysfail(b'prepare environment: setting up build pod: pods "runner-x1-project-7-concurrent-0" is forbidden: '
+                                b'violates PodSecurity "baseline:latest": hostPath volumes (volume "docker-sock")'),
+     "config_error", Action.NONE, {"failure_reason": "runner_system_failure", "exit_code": None}),
+]
+
 KEPT = [
+    # H/K: the platforms' own reports
+    ("H-buildkite-agent-lost", b"~~~ Running commands\n$ make test\n2024-06-01 10:00:00 Exited with status -1 (agent lost)\n",
+     "infrastructure", Action.RETRY, {"exit_code": None}),
+    ("H-jenkins-channel", b"[Pipeline] sh\n+ ./gradlew build\njava.io.IOException: Unexpected termination of the channel\n"
+     b"\tat hudson.remoting.SynchronousCommandTransport$ReaderThread.run\n", "infrastructure", Action.RETRY, {"exit_code": None}),
+    ("H-kubectl-apiserver-503", _job("kubectl apply -f deploy/", b"Error from server (ServiceUnavailable): the server is currently "
+                                     b"unable to handle the request\n"), "infrastructure", Action.RETRY, {}),
+    ("H-runner-image-pull", b"Preparing the \"kubernetes\" executor\nWARNING: Event retrieved from the cluster: Error: ImagePullBackOff\n"
+     b"ERROR: Job failed (system failure): prepare environment: waiting for pod running: pulling image \"registry.example.org/ci/"
+     b"builder:3\": image pull failed: Back-off pulling image \"registry.example.org/ci/builder:3\"\n", "infrastructure",
+     Action.RETRY, {"failure_reason": "runner_system_failure", "exit_code": None}),
+    ("K-sysfail-other", _sysfail(b"Error response from daemon: Cannot connect to the Docker daemon: connection reset"),
+     "infrastructure", Action.RETRY, {"failure_reason": "runner_system_failure", "exit_code": None}),
     # D: the same words where the kernel, the kubelet and the JVM print them
     ("D-kubelet-oomkilled", _job("make -j8", b"  CC lib/x.o\n", 137) .replace(b"ERROR: Job failed: exit code 137",
      b"ERROR: Job failed: command terminated with exit code 137, reason: 'OOMKilled'"), "oom", Action.RESIZE, {"exit_code": 137}),
