@@ -174,7 +174,41 @@ FIXED += [
      "config_error", Action.NONE, {"failure_reason": "runner_system_failure", "exit_code": None}),
 ]
 
+GET_SOURCES = b"section_start:1710000001:get_sources\r\x1b[0KGetting source from Git repository\n"
+
+
+def _get_sources(body: bytes) -> bytes:
+    return GET_SOURCES + body + b"section_end:1710000009:get_sources\r\x1b[0K\nERROR: Job failed: exit code 1\n"
+
+
+FIXED += [
+    # I: the sources' and the downloads' own configuration errors, before the structural fallbacks
+    ("I-submodule-no-url", _get_sources(b"Updating/initializing submodules recursively...\n"
+                                        b"fatal: No url found for submodule path 'vendor/proto' in .gitmodules\n"),
+     "config_error", Action.NONE, {}),
+    ("I-lfs-404", _get_sources(b"Error downloading object: data/weights.pt (9ab31c0): Smudge error: Error downloading "
+                               b"data/weights.pt (9ab31c07): [9ab31c07] Object does not exist on the server: [404] Object does not "
+                               b"exist on the server\nerror: external filter 'git-lfs filter-process' failed\n"), "config_error",
+     Action.NONE, {}),
+    ("I-wget-error-404", _job("wget https://dl.example.net/cli-0.0.1.tgz", b"HTTP request sent, awaiting response... 404 Not Found\n"
+                              b"2025-01-09 07:12:44 ERROR 404: Not Found.\n", 8), "config_error", Action.NONE, {"exit_code": 8}),
+    ("I-busybox-wget-403", _job("docker build -t t .", b"#4 [2/3] RUN wget -q https://dl.example.net/cli.tgz\n"
+                                b"#4 0.51 wget: server returned error: HTTP/1.1 403 Forbidden\n#4 ERROR: process \"/bin/sh -c wget -q "
+                                b"https://dl.example.net/cli.tgz\" did not complete successfully: exit code: 8\n"),
+     "config_error", Action.NONE, {}),
+    # L: a full /dev/shm is the executor's fixed tmpfs size
+    ("L-dev-shm-full", _job("python -m pytest tests/loader", b"E   OSError: [Errno 28] No space left on device: "
+                            b"'/dev/shm/joblib_memmapping_folder_81_3f2'\n"), "config_error", Action.NONE, {}),
+]
+
 KEPT = [
+    # I/L: the transient counterparts
+    ("I-wget-error-503", _job("wget https://dl.example.net/cli-1.0.tgz", b"2025-01-09 07:12:44 ERROR 503: Service Unavailable.\n", 8),
+     "infrastructure", Action.RETRY, {"exit_code": 8}),
+    ("I-lfs-batch-502", _get_sources(b"batch response: Fatal error: Server error: https://gitlab.example.com/g/p.git/info/lfs/"
+                                     b"objects/batch (HTTP 502)\n"), "infrastructure", Action.RETRY, {}),
+    ("L-disk-full", _job("make -j4", b"/usr/bin/ld: final link failed: No space left on device\n"), "infrastructure",
+     Action.RETRY, {}),
     # H/K: the platforms' own reports
     ("H-buildkite-agent-lost", b"~~~ Running commands\n$ make test\n2024-06-01 10:00:00 Exited with status -1 (agent lost)\n",
      "infrastructure", Action.RETRY, {"exit_code": None}),
