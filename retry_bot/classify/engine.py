@@ -39,12 +39,16 @@ __all__ = ["classify", "effective_exit_code"]
 # older 'Exited with code N'), Buildkite ('Exited with status N'), Jenkins Pipeline's sh/bat step
 # (workflow-durable-task-step: 'script returned exit code N'), TeamCity ('Process exited with code N');
 # CircleCI 1.0's 'Failing command: CMD / Exit code: N' (the Azure form above with a colon).
+# Tenth pass: TeamCity's line only at line start (after its '[12:00:01]W:' and '[Step 1/2]' tags), not a
+# program's 'worker process exited with code 137'; Travis keeps running the script's later commands (and
+# after_script) after a failed one, so its first non-zero 'The command ... exited with N' is the failure,
+# not the last one (a teardown's 143).
 _EXIT_RE = re.compile(rb"(?:(?:Job failed|command terminated|exited|Process completed with)[^\n]{0,200}?"
                       rb"exit (?:code|status):? ?|^(?:##\[error\])?Exit code:? "
                       rb"|^(?:##\[error\])?(?:Bash|Cmd\.exe|cmd\.exe|PowerShell|pwsh) exited with code '"
                       rb"|The command \"[^\n]{0,300}\" (?:failed and )?exited with "
                       rb"|Exited with code (?:exit status )?|Exited with status |script returned exit code "
-                      rb"|[Pp]rocess exited with code )"
+                      rb"|^(?:\[[^\]\n]{1,40}\][A-Z]?:?\s*){0,3}[Pp]rocess exited with code )"
                       rb"(-?[0-9]{1,3})\b")
 _EXIT_NEEDLES = (b"exit code", b"exit status", b"Exit code", b"exited with", b"Exited with")
 #: The runner prints the exit code in the last lines; look no further back than this.
@@ -113,12 +117,28 @@ def effective_exit_code(facts: JobFacts, trace: TraceText, record: UsageRecord |
         return record.exit_code, "usage record exit code"
     lo = max(0, len(trace.raw) - _EXIT_SCAN_BYTES)
     hit = trace.last_match(_EXIT_RE, _EXIT_NEEDLES, False, lo=lo)
+    if hit is not None and hit[1].group(0).startswith(b"The command \""):
+        first = _first_travis_failure(trace.raw, lo)
+        if first is not None:
+            return first[0], f"runner message: {first[1]}"
     if hit is not None:
         try:
             return int(hit[1].group(1)), f"runner message: {trace.evidence(*hit)}"
         except ValueError:  # pragma: no cover - the regex only captures digits
             return None, None
     return None, None
+
+
+_TRAVIS_RESULT_RE = re.compile(rb'(?m)^The command "[^\n]{0,300}" (?:failed and )?exited with ([0-9]{1,3})\b[^\r\n]*')
+
+
+def _first_travis_failure(raw: bytes, lo: int) -> tuple[int, str] | None:
+    """Travis CI's first non-zero command result in ``raw[lo:]``: ``(code, line)``, else None."""
+    for m in _TRAVIS_RESULT_RE.finditer(raw, lo):
+        code = int(m.group(1))
+        if code != 0:
+            return code, m.group(0).decode("utf-8", "replace").strip()[:240]
+    return None
 
 
 def _record_evidence(rec: UsageRecord) -> str:

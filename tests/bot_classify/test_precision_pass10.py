@@ -201,7 +201,28 @@ FIXED += [
                             b"'/dev/shm/joblib_memmapping_folder_81_3f2'\n"), "config_error", Action.NONE, {}),
 ]
 
+FIXED += [
+    # excerpt-only exit codes: TeamCity's line at line start; Travis's first failed command, not a teardown's 143
+    ("X-teamcity-unanchored", b"  \xe2\x97\x8f pool \xe2\x80\xba respawns a crashed worker\n    Expected: 1\n    Received: 0\n"
+     b"pool: child process exited with code 137 (simulated crash)\n", None, Action.NONE, {"exit_code": None}),
+    ("X-travis-teardown-143", b"$ ./gradlew check\nBUILD FAILED in 2m 3s\nThe command \"./gradlew check\" exited with 1.\n"
+     b"$ docker compose down\nThe command \"docker compose down\" exited with 143.\n", None, Action.NONE, {"exit_code": None}),
+    # the red-team's missed OOM: Surefire's fork SIGKILLed, reported with 'There are test failures.'
+    ("R-surefire-fork-137", _job("./mvnw -B verify", b"[ERROR] Failed to execute goal org.apache.maven.plugins:maven-failsafe-plugin:"
+                                 b"3.1.2:integration-test (default) on project api: There are test failures.\n"
+                                 b"[ERROR] The forked VM terminated without properly saying goodbye. VM crash or System.exit called?\n"
+                                 b"[ERROR] Process Exit Code: 137\n"), "oom", Action.RESIZE, {}),
+]
+
 KEPT = [
+    # the exit-code conventions still read where the CI systems print them
+    ("X-teamcity-own-line", b"[10:02:11] [Step 2/3] Starting: make -j8\n[10:09:40]W: [Step 2/3] Process exited with code 137\n",
+     "oom", Action.RESIZE, {"exit_code": None}),
+    ("X-travis-first-137", b"$ make -j8\nThe command \"make -j8\" exited with 137.\n$ ./report.sh\n"
+     b"The command \"./report.sh\" exited with 1.\n", "oom", Action.RESIZE, {"exit_code": None}),
+    ("R-surefire-tests-failed", _job("./mvnw -B verify", b"[ERROR] Tests run: 40, Failures: 2, Errors: 0, Skipped: 0\n"
+                                     b"[ERROR] Failed to execute goal org.apache.maven.plugins:maven-surefire-plugin:3.1.2:test "
+                                     b"(default-test) on project api: There are test failures.\n"), "build_error", Action.NONE, {}),
     # I/L: the transient counterparts
     ("I-wget-error-503", _job("wget https://dl.example.net/cli-1.0.tgz", b"2025-01-09 07:12:44 ERROR 503: Service Unavailable.\n", 8),
      "infrastructure", Action.RETRY, {"exit_code": 8}),
