@@ -58,6 +58,8 @@ HELPER_SECTIONS = frozenset({
 
 #: Sections whose output never decides why the job failed (see :func:`drop_post_failure_output`).
 AFTER_FAILURE_OUTPUT_SECTIONS = frozenset({"after_script", "upload_artifacts_on_failure", "archive_cache_on_failure"})
+#: Where :func:`drop_post_failure_output` looks for the markers: the end of the trace.
+_AFTER_FAILURE_BYTES = 64 * 1024
 _AFTER_FAILURE_NAMES = frozenset(n.encode("ascii") for n in AFTER_FAILURE_OUTPUT_SECTIONS)
 #: Header lines that open such output in quoted logs whose markers were lost (gitlab-runner
 #: ``common/build.go``: "Running after_script", "Uploading artifacts for failed job").
@@ -180,9 +182,7 @@ def drop_post_failure_output(raw: bytes) -> bytes:
     """
     spans: list[tuple[int, int]] = []
     if b"section_start:" in raw:
-        for m in _SECTION_START.finditer(raw):
-            if m.group(1) not in _AFTER_FAILURE_NAMES:
-                continue
+        for m in _after_failure_markers(raw):
             body = raw.find(b"\n", m.end()) + 1
             if body <= 0:
                 continue
@@ -219,6 +219,30 @@ def drop_post_failure_output(raw: bytes) -> bytes:
         at = b
     out.append(raw[at:])
     return b"".join(out)
+
+
+def _after_failure_markers(raw: bytes) -> list[re.Match[bytes]]:
+    """The ``section_start:`` markers of :data:`AFTER_FAILURE_OUTPUT_SECTIONS` in ``raw``, in order.
+
+    Looks for the section names (``bytes.find``) rather than walking every marker: a long build
+    opens thousands of sections, and this runs for every job.  Only the last
+    :data:`_AFTER_FAILURE_BYTES` are searched: these sections are the job's last, and the text
+    stages read no further back than that either (``oom_signature``'s 64 KiB)."""
+    found = []
+    for name in _AFTER_FAILURE_NAMES:
+        tag = b":" + name
+        pos = max(0, len(raw) - _AFTER_FAILURE_BYTES)
+        while True:
+            i = raw.find(tag, pos)
+            if i < 0:
+                break
+            pos = i + len(tag)
+            j = raw.rfind(b"section_start:", max(0, i - 40), i)
+            m = _SECTION_START.match(raw, j) if j >= 0 else None
+            if m is not None and m.group(1) == name:
+                found.append(m)
+    found.sort(key=lambda m: m.start())
+    return found
 
 
 def _verdict_or_end(raw: bytes, lo: int) -> int:
