@@ -74,12 +74,12 @@ FIXED += [
      "build_error", Action.NONE, {}),
     ("B-local-dial-timeout", _job("go test ./e2e/...", b"    e2e_test.go:31: dial tcp [::1]:5432: i/o timeout\n"),
      "build_error", Action.NONE, {}),
-    ("B-status-assertion", _job("npm test", b"  1) GET /orders\n     Error: expected 201 \"Created\", got 500 "
-                                b"\"Internal Server Error\"\n"), "build_error", Action.NONE, {}),
-    ("B-urllib-403", _job("python tools/get_fixtures.py", b"urllib.error.HTTPError: HTTP Error 403: Forbidden\n"),
+    ("B-status-assertion", _job("npm test", b"  1) GET /orders\n     AssertionError: GET /orders expected 201, got 503 "
+                                b"Service Unavailable (upstream misconfigured)\n"), "build_error", Action.NONE, {}),
+    ("B-urllib-404", _job("python tools/get_fixtures.py", b"urllib.error.HTTPError: HTTP Error 404: Not Found\n"),
      "config_error", Action.NONE, {}),
-    ("B-curl22-401", _job("curl -fsSL -o sdk.zip https://dl.example.com/sdk.zip",
-                          b"curl: (22) The requested URL returned error: 401\n"), "config_error", Action.NONE, {}),
+    ("B-curl22-422", _job("curl -fsSL -o sdk.zip https://dl.example.com/sdk.zip",
+                          b"curl: (22) The requested URL returned error: 422\n"), "config_error", Action.NONE, {}),
     ("B-git-413", _job("git push origin HEAD:release", b"error: RPC failed; HTTP 413 curl 22 The requested URL returned "
                        b"error: 413\nsend-pack: unexpected disconnect while reading sideband packet\n"
                        b"fatal: the remote end hung up unexpectedly\n"), "config_error", Action.NONE, {}),
