@@ -214,7 +214,28 @@ FIXED += [
                                  b"[ERROR] Process Exit Code: 137\n"), "oom", Action.RESIZE, {}),
 ]
 
+FIXED += [
+    # J: the job's own checkout of a revision its clone lacks (GitLab checks the pipeline's commit out in get_sources)
+    ("J-script-checkout", _job("git checkout \"$RELEASE_SHA\"", b"fatal: reference is not a tree: "
+                               b"0d1e2f3a4b5c6d7e8f90a1b2c3d4e5f6a7b8c9d0\n", 128), "config_error", Action.NONE, {"exit_code": 128}),
+    # TLS: a certificate for another host
+    ("T-x509-other-host", _job("helm repo add infra https://charts.infra.example", b"Error: looks like \"https://charts.infra."
+                               b"example\" is not a valid chart repository or cannot be reached: Get \"https://charts.infra.example/"
+                               b"index.yaml\": tls: failed to verify certificate: x509: certificate is valid for *.apps.example, "
+                               b"apps.example, not charts.infra.example\n"), "config_error", Action.NONE, {}),
+    # D: a thread limit, not memory
+    ("D-native-thread", _job("./gradlew test", b"Exception in thread \"pool-3-thread-1\" java.lang.OutOfMemoryError: unable to "
+                             b"create native thread: possibly out of memory or process/resource limits reached\n"),
+     None, Action.NONE, {}),
+]
+
 KEPT = [
+    # J: another CI system's checkout of the pushed commit keeps the fetch-race reading
+    ("J-ci-checkout-race", b"Run git checkout $GITHUB_SHA\nfatal: reference is not a tree: 9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d\n"
+     b"##[error]Process completed with exit code 128.\n", "infrastructure", Action.RETRY, {"exit_code": None}),
+    ("T-x509-clock", _job("go mod download", b"go: example.org/m@v1.0.0: Get \"https://proxy.golang.org/example.org/m/@v/v1.0.0.mod\""
+                          b": tls: failed to verify certificate: x509: certificate has expired or is not yet valid: current time "
+                          b"2019-01-01T00:00:05Z is before 2024-03-01T00:00:00Z\n"), "infrastructure", Action.RETRY, {}),
     # the exit-code conventions still read where the CI systems print them
     ("X-teamcity-own-line", b"[10:02:11] [Step 2/3] Starting: make -j8\n[10:09:40]W: [Step 2/3] Process exited with code 137\n",
      "oom", Action.RESIZE, {"exit_code": None}),
