@@ -176,7 +176,8 @@ def drop_post_failure_output(raw: bytes) -> bytes:
     ``after_script``, ``upload_artifacts_on_failure`` and ``archive_cache_on_failure`` go; the
     markers themselves stay, so :func:`analyse` still sees the sections.  Without markers, the
     lines after a "Running after_script" or "Uploading artifacts for failed job" header up to the
-    runner's next header or verdict go.  Everything else (the script's output, the runner's final
+    runner's next header or verdict go.  Both are looked for in the last 64 KiB only (the sections
+    are the job's last).  Everything else (the script's output, the runner's final
     ``ERROR: Job failed ...`` line, ``upload_artifacts_on_success``) stays.  Returns ``raw`` itself
     when there is nothing to drop (the common case costs a few ``bytes.find`` calls).
     """
@@ -196,7 +197,7 @@ def drop_post_failure_output(raw: bytes) -> bytes:
                 spans.append((body, stop))
     else:
         for header, header_ends in _AFTER_FAILURE_HEADERS:
-            i = raw.find(header)
+            i = raw.find(header, max(0, len(raw) - _AFTER_FAILURE_BYTES))
             if i < 0 or (i > 0 and raw[i - 1:i] != b"\n"):
                 continue
             body = raw.find(b"\n", i)
