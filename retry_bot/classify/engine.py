@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, replace
 
 from retry_bot.classify.learned import ELIGIBLE_STAGES, ModelUnavailable, consult, default_model
-from retry_bot.classify.structure import Structure, analyse, record_covers_failure, signal_name, signal_of
+from retry_bot.classify.structure import (Structure, analyse, drop_post_failure_output, record_covers_failure,
+                                          signal_name, signal_of)
 from retry_bot.classify.taxonomy import Pattern, Rule, Taxonomy
 from retry_bot.classify.trace import DEFAULT_TAIL_BYTES, NeedleIndex, TraceText
 from retry_bot.model import Classification, Family, JobFacts
@@ -38,12 +39,16 @@ __all__ = ["classify", "effective_exit_code"]
 # older 'Exited with code N'), Buildkite ('Exited with status N'), Jenkins Pipeline's sh/bat step
 # (workflow-durable-task-step: 'script returned exit code N'), TeamCity ('Process exited with code N');
 # CircleCI 1.0's 'Failing command: CMD / Exit code: N' (the Azure form above with a colon).
+# Tenth pass: TeamCity's line only at line start (after its '[12:00:01]W:' and '[Step 1/2]' tags), not a
+# program's 'worker process exited with code 137'; Travis keeps running the script's later commands (and
+# after_script) after a failed one, so its first non-zero 'The command ... exited with N' is the failure,
+# not the last one (a teardown's 143).
 _EXIT_RE = re.compile(rb"(?:(?:Job failed|command terminated|exited|Process completed with)[^\n]{0,200}?"
                       rb"exit (?:code|status):? ?|^(?:##\[error\])?Exit code:? "
                       rb"|^(?:##\[error\])?(?:Bash|Cmd\.exe|cmd\.exe|PowerShell|pwsh) exited with code '"
                       rb"|The command \"[^\n]{0,300}\" (?:failed and )?exited with "
                       rb"|Exited with code (?:exit status )?|Exited with status |script returned exit code "
-                      rb"|[Pp]rocess exited with code )"
+                      rb"|^(?:\[[^\]\n]{1,40}\][A-Z]?:?\s*){0,3}[Pp]rocess exited with code )"
                       rb"(-?[0-9]{1,3})\b")
 _EXIT_NEEDLES = (b"exit code", b"exit status", b"Exit code", b"exited with", b"Exited with")
 #: The runner prints the exit code in the last lines; look no further back than this.
@@ -112,12 +117,28 @@ def effective_exit_code(facts: JobFacts, trace: TraceText, record: UsageRecord |
         return record.exit_code, "usage record exit code"
     lo = max(0, len(trace.raw) - _EXIT_SCAN_BYTES)
     hit = trace.last_match(_EXIT_RE, _EXIT_NEEDLES, False, lo=lo)
+    if hit is not None and hit[1].group(0).startswith(b"The command \""):
+        first = _first_travis_failure(trace.raw, lo)
+        if first is not None:
+            return first[0], f"runner message: {first[1]}"
     if hit is not None:
         try:
             return int(hit[1].group(1)), f"runner message: {trace.evidence(*hit)}"
         except ValueError:  # pragma: no cover - the regex only captures digits
             return None, None
     return None, None
+
+
+_TRAVIS_RESULT_RE = re.compile(rb'(?m)^The command "[^\n]{0,300}" (?:failed and )?exited with ([0-9]{1,3})\b[^\r\n]*')
+
+
+def _first_travis_failure(raw: bytes, lo: int) -> tuple[int, str] | None:
+    """Travis CI's first non-zero command result in ``raw[lo:]``: ``(code, line)``, else None."""
+    for m in _TRAVIS_RESULT_RE.finditer(raw, lo):
+        code = int(m.group(1))
+        if code != 0:
+            return code, m.group(0).decode("utf-8", "replace").strip()[:240]
+    return None
 
 
 def _record_evidence(rec: UsageRecord) -> str:
@@ -307,14 +328,17 @@ def classify(facts: JobFacts, trace_tail: bytes, taxonomy: Taxonomy,
     """Classify one failed (or canceled) job.
 
     ``trace_tail`` is the end of the raw trace (at most 256 KiB are used; use
-    :func:`~retry_bot.classify.read_trace_tail` to get it); ``record`` is a
+    :func:`~retry_bot.classify.read_trace_tail` to get it), read without what ``after_script`` and
+    the ``*_on_failure`` stages printed (:func:`~retry_bot.classify.structure.drop_post_failure_output`:
+    they run after the failure and never change the job's result); ``record`` is a
     usage record whose signature was already verified (see
     :func:`~retry_bot.classify.extract_verified_record`); it is ignored when it
     names another job.  Never raises on any bytes.
     """
     if isinstance(trace_tail, str):  # tolerate decoded traces
         trace_tail = trace_tail.encode("utf-8", "replace")
-    raw = bytes(trace_tail or b"")[-DEFAULT_TAIL_BYTES:]
+    # the output of after_script and the *_on_failure stages never decides (structure module docstring)
+    raw = drop_post_failure_output(bytes(trace_tail or b"")[-DEFAULT_TAIL_BYTES:])
     ctx = _Context(facts, TraceText(raw), record)
     n = len(raw)
     for stage in taxonomy.stages:

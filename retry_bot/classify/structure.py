@@ -22,7 +22,14 @@ Pure functions over the raw trace tail (bytes) and the verified usage record:
   ``$ command``, ``shells/bash.go`` ``echoColoredFormat``);
 * the **signal** behind an exit code (``128 + N``: shells report a child killed by signal N so,
   POSIX ``wait`` status convention; 137 = SIGKILL, 143 = SIGTERM);
-* whether a verified usage record **covers the failing stage** and counted no OOM kill there.
+* whether a verified usage record **covers the failing stage** and counted no OOM kill there;
+* the **post-failure output** to set aside (:func:`drop_post_failure_output`): what ``after_script``,
+  ``upload_artifacts_on_failure`` and ``archive_cache_on_failure`` printed.  GitLab runs
+  ``after_script`` after the script, also after a failed one, and its exit code never changes the
+  job's result (GitLab CI YAML reference, ``after_script``: "If after_script fails, the job status
+  does not change"; gitlab-runner ``common/build.go`` only logs "after_script failed, but job will
+  continue unaffected"); the two ``*_on_failure`` stages run only because the job already failed.
+  A Slack hook's DNS error or a failed-job artifact upload's 502 there is never the cause.
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ from dataclasses import dataclass
 from retry_bot.classify.trace import clean_line
 from runner_wrapper.record import UsageRecord
 
-__all__ = ["Structure", "analyse", "signal_of", "POST_FAILURE_SECTIONS", "HELPER_SECTIONS"]
+__all__ = ["Structure", "analyse", "signal_of", "drop_post_failure_output", "POST_FAILURE_SECTIONS",
+           "HELPER_SECTIONS", "AFTER_FAILURE_OUTPUT_SECTIONS"]
 
 #: Sections the runner runs after the failure (or always at the end): they never hold its cause.
 POST_FAILURE_SECTIONS = frozenset({
@@ -47,6 +55,20 @@ HELPER_SECTIONS = frozenset({
     "archive_cache_on_failure", "upload_artifacts_on_success", "upload_artifacts_on_failure",
     "cleanup_file_variables",
 })
+
+#: Sections whose output never decides why the job failed (see :func:`drop_post_failure_output`).
+AFTER_FAILURE_OUTPUT_SECTIONS = frozenset({"after_script", "upload_artifacts_on_failure", "archive_cache_on_failure"})
+#: Where :func:`drop_post_failure_output` looks for the markers: the end of the trace.
+_AFTER_FAILURE_BYTES = 64 * 1024
+_AFTER_FAILURE_NAMES = frozenset(n.encode("ascii") for n in AFTER_FAILURE_OUTPUT_SECTIONS)
+#: Header lines that open such output in quoted logs whose markers were lost (gitlab-runner
+#: ``common/build.go``: "Running after_script", "Uploading artifacts for failed job").
+#: Each with the lines that end such output: the runner's next section header or its verdict.
+_VERDICT_ENDS = (b"\nCleaning up project directory", b"\nERROR: Job failed", b"\nWARNING: Job failed")
+_AFTER_FAILURE_HEADERS: tuple[tuple[bytes, tuple[bytes, ...]], ...] = (
+    (b"Running after_script", (b"\nUploading artifacts", b"\nWARNING: after_script failed") + _VERDICT_ENDS),
+    (b"Uploading artifacts for failed job", _VERDICT_ENDS),
+)
 
 _SECTION_START = re.compile(rb"section_start:[0-9]{1,20}:([A-Za-z0-9_.\-]{1,128})")
 # Section headers GitLab Runner prints (common/build.go, shells/abstract.go), for quoted logs whose
@@ -145,6 +167,89 @@ def analyse(raw: bytes) -> Structure:
     last = tail[-4096:]
     verdict = b"Job failed" in last and bool(_RUNNER_VERDICT.search(last))
     return Structure(section, source, verdict, last_cmd)
+
+
+def drop_post_failure_output(raw: bytes) -> bytes:
+    """``raw`` without the output of the sections that run after the failure (module docstring).
+
+    With ``section_start:``/``section_end:`` markers, the lines between the markers of
+    ``after_script``, ``upload_artifacts_on_failure`` and ``archive_cache_on_failure`` go; the
+    markers themselves stay, so :func:`analyse` still sees the sections.  Without markers, the
+    lines after a "Running after_script" or "Uploading artifacts for failed job" header up to the
+    runner's next header or verdict go.  Both are looked for in the last 64 KiB only (the sections
+    are the job's last).  Everything else (the script's output, the runner's final
+    ``ERROR: Job failed ...`` line, ``upload_artifacts_on_success``) stays.  Returns ``raw`` itself
+    when there is nothing to drop (the common case costs a few ``bytes.find`` calls).
+    """
+    spans: list[tuple[int, int]] = []
+    if b"section_start:" in raw:
+        for m in _after_failure_markers(raw):
+            body = raw.find(b"\n", m.end()) + 1
+            if body <= 0:
+                continue
+            stops = [k for k in (raw.find(b"section_end:", body), raw.find(b"section_start:", body)) if k >= 0]
+            if stops:
+                # the marker starts its own line: the body ends at the line before it
+                stop = raw.rfind(b"\n", body, min(stops)) + 1 or body
+            else:
+                stop = _verdict_or_end(raw, body)
+            if stop > body:
+                spans.append((body, stop))
+    else:
+        for header, header_ends in _AFTER_FAILURE_HEADERS:
+            i = raw.find(header, max(0, len(raw) - _AFTER_FAILURE_BYTES))
+            if i < 0 or (i > 0 and raw[i - 1:i] != b"\n"):
+                continue
+            body = raw.find(b"\n", i)
+            if body < 0:
+                continue
+            ends = [k for k in (raw.find(e, body) for e in header_ends) if k >= 0]
+            end = (min(ends) + 1) if ends else len(raw)
+            if end > body + 1:
+                spans.append((body + 1, end))
+    if not spans:
+        return raw
+    spans.sort()
+    out, at = [], 0
+    for a, b in spans:
+        if a < at:
+            a = at
+        if b <= a:
+            continue
+        out.append(raw[at:a])
+        at = b
+    out.append(raw[at:])
+    return b"".join(out)
+
+
+def _after_failure_markers(raw: bytes) -> list[re.Match[bytes]]:
+    """The ``section_start:`` markers of :data:`AFTER_FAILURE_OUTPUT_SECTIONS` in ``raw``, in order.
+
+    Looks for the section names (``bytes.find``) rather than walking every marker: a long build
+    opens thousands of sections, and this runs for every job.  Only the last
+    :data:`_AFTER_FAILURE_BYTES` are searched: these sections are the job's last, and the text
+    stages read no further back than that either (``oom_signature``'s 64 KiB)."""
+    found = []
+    for name in _AFTER_FAILURE_NAMES:
+        tag = b":" + name
+        pos = max(0, len(raw) - _AFTER_FAILURE_BYTES)
+        while True:
+            i = raw.find(tag, pos)
+            if i < 0:
+                break
+            pos = i + len(tag)
+            j = raw.rfind(b"section_start:", max(0, i - 40), i)
+            m = _SECTION_START.match(raw, j) if j >= 0 else None
+            if m is not None and m.group(1) == name:
+                found.append(m)
+    found.sort(key=lambda m: m.start())
+    return found
+
+
+def _verdict_or_end(raw: bytes, lo: int) -> int:
+    """Where the runner's ``ERROR: Job failed`` line starts after ``lo``, else the end of ``raw``."""
+    k = raw.find(b"\nERROR: Job failed", lo)
+    return k + 1 if k >= 0 else len(raw)
 
 
 def record_covers_failure(record: UsageRecord | None) -> tuple[bool, str | None]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from retry_bot.classify.engine import effective_exit_code
 from retry_bot.classify.learned import LAST_BYTES, LAST_LINES, MODEL_FORMAT, features
-from retry_bot.classify.structure import analyse
+from retry_bot.classify.structure import analyse, drop_post_failure_output
 from retry_bot.classify.trace import TraceText
 from retry_bot.model import JobFacts
 
@@ -65,7 +65,8 @@ def load_split(data_dir: Path, split: str) -> list[dict[str, Any]]:
 
 def case_features(case: Mapping[str, Any]) -> set[str]:
     """The features of one labelled excerpt, computed exactly as the classifier computes them."""
-    raw = str(case["excerpt"]).encode("utf-8")
+    # as classify() reads a trace: without what after_script and the *_on_failure stages printed
+    raw = drop_post_failure_output(str(case["excerpt"]).encode("utf-8"))
     facts = JobFacts(job_id=1, name="case", failure_reason=case.get("failure_reason"),
                      exit_code=case.get("exit_code"), status=case.get("status", "failed"))
     trace = TraceText(raw)

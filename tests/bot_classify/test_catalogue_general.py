@@ -197,7 +197,7 @@ POSITIVE = [
     (b"ERROR: /src/core/BUILD:12:11: Compiling core/big.cc failed: (Exit 137): gcc failed: error executing command\n",
      "oom", "make-killed", Action.RESIZE),
     (b"[ERROR] Crashed tests:\n[ERROR] ExecutionException The forked VM terminated without properly saying goodbye. "
-     b"VM crash or System.exit called?\n[ERROR] Process Exit Code: 137\n", "oom", "make-killed", Action.RESIZE),
+     b"VM crash or System.exit called?\n[ERROR] Process Exit Code: 137\n", "oom", "surefire-fork-sigkilled", Action.RESIZE),
     (b"npm ERR! path /builds/app\nnpm ERR! command failed\nnpm ERR! signal SIGKILL\nnpm ERR! command sh -c next build\n",
      "oom", "make-killed", Action.RESIZE),
     (b"error building image: error building stage: failed to execute command: waiting for process to exit: signal: killed\n",
