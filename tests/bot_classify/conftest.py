@@ -48,3 +48,31 @@ def decided(trace: bytes, taxonomy, record=None, **kw):
     f = dataclasses.replace(facts(**kw), variables={"KUBERNETES_MEMORY_LIMIT": "4Gi"})
     verdict = classify(f, trace, taxonomy, record)
     return verdict, decide(f, verdict, [], default_policy(), ClassUsage()).action
+
+
+def check_rule(taxonomy, trace: bytes, family: str, rule: str | None, action, extra: dict) -> None:
+    """A catalogue positive: ``trace`` (with ``extra`` job facts) gets ``family``, ``rule`` unless
+    None, and the shipped policy's ``action``."""
+    v, act = decided(trace, taxonomy, **extra)
+    assert v.family.value == family, (v.rule, v.evidence)
+    if rule is not None:
+        assert v.rule == rule, (v.rule, v.evidence)
+    assert act == action, (v.rule, v.evidence)
+
+
+def check_near_miss(taxonomy, trace: bytes, rule: str, family: str | None, extra: dict) -> None:
+    """A catalogue near miss: ``rule`` does not decide ``trace``; its family is ``family`` unless None."""
+    v, _ = decided(trace, taxonomy, **extra)
+    assert v.rule != rule, v.evidence
+    if family is not None:
+        assert v.family.value == family, (v.rule, v.evidence)
+
+
+def check_trap(taxonomy, trace: bytes, extra: dict) -> None:
+    """A trap (a test named after OOM, a deliberate SIGKILL, a remote server's own OOM): never an OOM,
+    never resized."""
+    from retry_bot.decide import Action
+
+    v, action = decided(trace, taxonomy, **extra)
+    assert action != Action.RESIZE, (v.rule, v.evidence)
+    assert v.family.value != "oom", (v.rule, v.evidence)

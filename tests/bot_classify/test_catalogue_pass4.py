@@ -15,7 +15,7 @@ import pytest
 
 from retry_bot.decide import Action
 
-from .conftest import decided, usage_record
+from .conftest import check_near_miss, check_rule, decided, usage_record
 
 
 
@@ -241,9 +241,7 @@ POSITIVE = [
 
 @pytest.mark.parametrize("trace,family,rule,action,extra", POSITIVE, ids=[f"{p[2]}-{i}" for i, p in enumerate(POSITIVE)])
 def test_fourth_pass_rules(taxonomy, trace, family, rule, action, extra):
-    v, act = decided(trace, taxonomy, **extra)
-    assert (v.family.value, v.rule) == (family, rule), v.evidence
-    assert act == action
+    check_rule(taxonomy, trace, family, rule, action, extra)
 
 
 # (trace, rule that must not decide, family expected or None, extra facts)
@@ -333,10 +331,7 @@ NEAR_MISSES = [
 
 @pytest.mark.parametrize("trace,rule,family,extra", NEAR_MISSES, ids=[f"not-{m[1]}-{i}" for i, m in enumerate(NEAR_MISSES)])
 def test_fourth_pass_near_misses(taxonomy, trace, rule, family, extra):
-    v, _ = decided(trace, taxonomy, **extra)
-    assert v.rule != rule, v.evidence
-    if family is not None:
-        assert v.family.value == family, (v.rule, v.evidence)
+    check_near_miss(taxonomy, trace, rule, family, extra)
 
 
 def test_a_service_containers_enomem_is_the_services(taxonomy):

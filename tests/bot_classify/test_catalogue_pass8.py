@@ -18,7 +18,7 @@ from retry_bot.classify.trace import TraceText
 from retry_bot.decide import Action
 from retry_bot.model import JobFacts
 
-from .conftest import decided
+from .conftest import check_near_miss, check_rule, check_trap
 
 TS = b"09:14:03 "   # a Jenkins console timestamp
 
@@ -205,11 +205,7 @@ POSITIVE = [
 @pytest.mark.parametrize("trace,family,rule,action,extra", POSITIVE,
                          ids=[f"{p[2] or p[1]}-{i}" for i, p in enumerate(POSITIVE)])
 def test_eighth_pass_rules(taxonomy, trace, family, rule, action, extra):
-    v, act = decided(trace, taxonomy, **extra)
-    assert v.family.value == family, (v.rule, v.evidence)
-    if rule is not None:
-        assert v.rule == rule, v.evidence
-    assert act == action, (v.rule, v.evidence)
+    check_rule(taxonomy, trace, family, rule, action, extra)
 
 
 # (trace, rule that must not decide, family expected or None, extra facts)
@@ -296,10 +292,7 @@ NEAR_MISSES = [
 @pytest.mark.parametrize("trace,rule,family,extra", NEAR_MISSES,
                          ids=[f"not-{m[1]}-{i}" for i, m in enumerate(NEAR_MISSES)])
 def test_eighth_pass_near_misses(taxonomy, trace, rule, family, extra):
-    v, _ = decided(trace, taxonomy, **extra)
-    assert v.rule != rule, v.evidence
-    if family is not None:
-        assert v.family.value == family, (v.rule, v.evidence)
+    check_near_miss(taxonomy, trace, rule, family, extra)
 
 
 # ------------------------------------------------------------------ traps stay right
@@ -326,9 +319,7 @@ def test_eighth_pass_near_misses(taxonomy, trace, rule, family, extra):
     (b"FAILED tests/test_memory_pool.py::test_memory_pool_grow - Failed: Timeout >60.0s\n", {}),
 ])
 def test_eighth_pass_traps_are_never_resized(taxonomy, trace, extra):
-    v, action = decided(trace, taxonomy, **extra)
-    assert action != Action.RESIZE, (v.rule, v.evidence)
-    assert v.family.value != "oom", (v.rule, v.evidence)
+    check_trap(taxonomy, trace, extra)
 
 
 @pytest.mark.parametrize("line,code", [

@@ -13,7 +13,7 @@ import pytest
 
 from retry_bot.decide import Action
 
-from .conftest import decided
+from .conftest import check_near_miss, check_rule, check_trap, decided
 
 # (trace, family, rule, action, extra facts)
 POSITIVE = [
@@ -121,11 +121,7 @@ POSITIVE = [
 @pytest.mark.parametrize("trace,family,rule,action,extra", POSITIVE,
                          ids=[f"{i}-{p[2] or p[1]}" for i, p in enumerate(POSITIVE)])
 def test_ninth_pass_rules(taxonomy, trace, family, rule, action, extra):
-    v, act = decided(trace, taxonomy, **extra)
-    assert v.family.value == family, (v.rule, v.evidence)
-    if rule is not None:
-        assert v.rule == rule, (v.rule, v.evidence)
-    assert act == action, (v.rule, v.evidence)
+    check_rule(taxonomy, trace, family, rule, action, extra)
 
 
 # (trace, rule that must not decide, family expected or None, extra facts)
@@ -178,10 +174,7 @@ NEAR_MISSES = [
 @pytest.mark.parametrize("trace,rule,family,extra", NEAR_MISSES,
                          ids=[f"{i}-{n[1]}" for i, n in enumerate(NEAR_MISSES)])
 def test_ninth_pass_near_misses(taxonomy, trace, rule, family, extra):
-    v, _ = decided(trace, taxonomy, **extra)
-    assert v.rule != rule, v.evidence
-    if family is not None:
-        assert v.family.value == family, (v.rule, v.evidence)
+    check_near_miss(taxonomy, trace, rule, family, extra)
 
 
 # ------------------------------------------------------------------ traps stay right
@@ -201,9 +194,7 @@ def test_ninth_pass_near_misses(taxonomy, trace, rule, family, extra):
     (b"test_oom_killer_disabled (test.test_resource.T) ... Timeout (0:15:00)!\n", {}),
 ])
 def test_ninth_pass_traps_are_never_resized(taxonomy, trace, extra):
-    v, action = decided(trace, taxonomy, **extra)
-    assert action != Action.RESIZE, (v.rule, v.evidence)
-    assert v.family.value != "oom", (v.rule, v.evidence)
+    check_trap(taxonomy, trace, extra)
 
 
 def test_ninth_pass_wasted_reruns_are_not_retried(taxonomy):
