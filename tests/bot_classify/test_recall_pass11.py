@@ -128,6 +128,9 @@ FIXED = [
     ("F-gradle-exec-137", _job("./gradlew :server:integrationTest",
                                "* What went wrong:\nExecution failed for task ':api:test'.\n> Process 'Gradle "
                                "Test Executor 12' finished with non-zero exit value 137\n"), OOM, 1),
+    ("F-scons-minus-9", _job("scons -j6 target=release",
+                             "g++ -o bin/obj/core/variant.o -c -O3 core/variant.cpp\nscons: *** [bin/obj/core/variant.o] Error -9"
+                             "\nscons: building terminated because of errors.\n", 2), OOM, 2),
     ("F-numpy-gib", _job("python -m pipeline.features",
                          "  File \"/builds/ds/pipeline/features.py\", line 61, in build\n    m = np.empty((rows, 4096))\n"
                          "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 9.54 GiB for an array with shape "
@@ -164,6 +167,8 @@ NEAR = [
      "test-worker-sigkilled", 1),
     ("jest-sigterm", _job("npx jest", "A jest worker process (pid=9) was terminated by another process: signal=SIGTERM, "
                                       "exitCode=null.\n"), "test-worker-sigkilled", 1),
+    ("scons-interrupt", _job("scons", "scons: *** [build/a.o] Error -2\nscons: building terminated because of errors.\n", 2),
+     "make-killed", 2),
     ("numpy-tib", _job("python shape_bug.py", "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 7.28 TiB for "
                                              "an array with shape (1000000, 1000000) and data type float64\n"),
      "runtime-heap-exhausted", 1),
