@@ -159,7 +159,7 @@ def test_score_script_runs_on_every_split(capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e", "heldout-f",
-                  "heldout-g", "heldout-h", "heldout-i", "heldout-j"):
+                  "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k"):
         assert out.count(split) >= 1 and "right" in out
 
 
@@ -173,10 +173,12 @@ def test_score_script_runs_on_every_split(capsys):
 #: (88/91, 89/100). H (18, skewed, 1 deterministic re-run in 18) has no floor: one case is 5.6 points.
 #: I was scored blind once after the seventh pass (79.0 %) and read by the eighth, which reached
 #: 96/105: its floor is one case less (95/105). J was scored blind once after the eighth pass (85.4 %)
-#: and read by the ninth, which reached 88/89: its floor is one case less (87/89).
+#: and read by the ninth, which reached 88/89: its floor is one case less (87/89). K was scored blind
+#: after the eighth to eleventh passes (81.9 % each time) and read by the twelfth, which reached 70/72:
+#: its floor is one case less (69/72).
 DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
                    "heldout-d": 0.97, "heldout-e": 0.978, "heldout-f": 0.967, "heldout-g": 0.89, "heldout-i": 0.904,
-                   "heldout-j": 0.977}
+                   "heldout-j": 0.977, "heldout-k": 0.958}
 
 
 def test_every_split_keeps_its_decision_floor(taxonomy):

@@ -281,4 +281,8 @@ def test_replaying_another_jobs_genuine_record_from_a_build(tmp_path, cg_parent,
     assert "replayed usage marker of job 961" in why
     verdict = classify(JobFacts(job_id=962, name="build", failure_reason="script_failure", exit_code=1), t,
                        load_taxonomy(), rec)
-    assert verdict.family.value != "oom" and not any("961" in e for e in verdict.evidence)
+    # (the learned fallback's evidence names its model, whose version ends in its training-case count: 961
+    # since the twelfth pass, which is not job 961)
+    from retry_bot.classify.learned import default_model
+    tag = default_model().version
+    assert verdict.family.value != "oom" and not any("961" in e.replace(tag, "") for e in verdict.evidence)
