@@ -29,8 +29,8 @@ Since the ninth pass also held-out J (the rules at ``691d7d5``, main after the e
 lead scored it blind, their learned fallback switched off; a model trained on cases to I); the bar for
 letting learned verdicts act is judged on D, E, I and J together.
 
-Only the splits already read (``READ_SPLITS``) can be loaded: a sealed blind set (L and later) is
-refused, so no option lets this script read it (K was read by the twelfth pass).
+Only the splits already read (``READ_SPLITS``) can be loaded: a sealed blind set (M and later) is
+refused, so no option lets this script read it (K was read by the twelfth pass, L by the thirteenth).
 """
 
 from __future__ import annotations

@@ -319,7 +319,15 @@ def test_wasted_reruns_fixed(taxonomy, case, trace, family, action, extra):
     """``family`` None: nothing specific is left on the trace; any verdict but a re-run is right."""
     verdict, got = decided(trace, taxonomy, **extra)
     if family is None:
-        assert got == action and verdict.family.value not in ("oom", "infrastructure"), (case, verdict.rule)
+        assert got == action, (case, verdict.rule)
+        if verdict.rule.startswith("learned:"):
+            # thirteenth pass: a learned guess is allowed a retryable family here, because the shipped policy
+            # never acts on it (learned_oom / learned_infrastructure: action none, checked above by ``got``).
+            # Retrained with L's Kubernetes cases, the model reads H-app-log-evicted's 'pod ... was evicted'
+            # as infrastructure (p=0.96); no rule does (spot-reclamation skips a log record with a level tag)
+            assert verdict.confidence == "weak" and got == Action.NONE, (case, verdict.rule)
+        else:
+            assert verdict.family.value not in ("oom", "infrastructure"), (case, verdict.rule)
     else:
         assert (verdict.family.value, got) == (family, action), (case, verdict.rule, verdict.evidence)
 
