@@ -57,8 +57,9 @@ HELDOUT_H = tomllib.loads((DATA / "heldout-h.toml").read_text("utf-8"))["case"]
 HELDOUT_I = tomllib.loads((DATA / "heldout-i.toml").read_text("utf-8"))["case"]
 HELDOUT_J = tomllib.loads((DATA / "heldout-j.toml").read_text("utf-8"))["case"]
 HELDOUT_K = tomllib.loads((DATA / "heldout-k.toml").read_text("utf-8"))["case"]
-#: Sealed (the open blind split): only its format and disjointness are checked here, never its verdicts
 HELDOUT_L = tomllib.loads((DATA / "heldout-l.toml").read_text("utf-8"))["case"]
+#: Sealed (the open blind split): only its format and disjointness are checked here, never its verdicts
+HELDOUT_M = tomllib.loads((DATA / "heldout-m.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -101,10 +102,10 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
     # I (collected blind while F, G and H stayed sealed, without reading any case of them) reuses no
     # thread, excerpt or id of any earlier split, H included
     earlier = earlier + HELDOUT_H
-    # I, J, K and L were each collected blind while the pass before them was written, without reading
+    # I, J, K, L and M were each collected blind while the pass before them was written, without reading
     # any case of the other splits: each reuses no thread, excerpt or id of any earlier split
     for prefix, split, least in (("i-", HELDOUT_I, 80), ("j-", HELDOUT_J, 60), ("k-", HELDOUT_K, 50),
-                                 ("l-", HELDOUT_L, 60)):
+                                 ("l-", HELDOUT_L, 60), ("m-", HELDOUT_M, 60)):
         assert len(split) >= least, prefix
         for c in split:
             assert c["id"].startswith(prefix) and c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
@@ -141,7 +142,7 @@ def test_score_script_runs_on_every_split(capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e", "heldout-f",
-                  "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l"):
+                  "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l", "heldout-m"):
         assert out.count(split) >= 1 and "right" in out
 
 
