@@ -207,12 +207,15 @@ class _Vocabulary:
     evidence), with small sets built on first use.
     """
 
-    __slots__ = ("words", "_affixes", "_joined")
+    __slots__ = ("words", "_affixes", "_joined", "_text", "_shapes")
 
-    def __init__(self, words: set[bytes]):
+    def __init__(self, words: set[bytes], text: bytes | None = None):
         self.words = words
         self._affixes: dict[int, set[bytes]] = {}
         self._joined: bytes | None = None
+        #: the lower-cased text itself (for :meth:`shapes`), None: no shape evidence
+        self._text = text
+        self._shapes: bytes | None = None
 
     @classmethod
     def of_text(cls, lowered: bytes) -> "_Vocabulary":
@@ -221,7 +224,7 @@ class _Vocabulary:
             return cls(set(letters.split()))  # long lines (binary junk, one-line dumps): no repeats
         # Build logs repeat lines that differ only in numbers and punctuation: take the words
         # of the distinct lines only (two C-level passes instead of one set insert per word).
-        return cls(set(b" ".join(set(letters.split(b"\n"))).split()))
+        return cls(set(b" ".join(set(letters.split(b"\n"))).split()), lowered)
 
     def admits(self, needle: bytes) -> bool:
         """May ``needle`` occur in the text?  (``False``: certainly not.)"""
@@ -241,7 +244,25 @@ class _Vocabulary:
             for w in parts:
                 if w not in joined:
                     return False
+        if self._text is not None:
+            shapes = self.shapes()
+            if shapes and _shape(needle) not in shapes:
+                return False
         return True
+
+    def shapes(self) -> bytes:
+        """The text's distinct *line shapes* (lines with every digit as ``0``), joined by ``\\n``;
+        empty when they are not much shorter than the text (no repeats: no evidence).
+
+        A byte-wise mapping keeps occurrences: wherever ``needle`` occurs (in any case), its
+        :func:`_shape` occurs in the shape of that line.  Build logs repeat lines that differ only
+        in their numbers, so the shapes are a fraction of the text and one substring search there
+        dismisses a needle that a scan of the whole text would not find."""
+        if self._shapes is None:
+            text = self._text or b""
+            shapes = b"\n".join(set(text.translate(_SHAPE_TABLE).split(b"\n")))
+            self._shapes = shapes if len(shapes) * _SHAPES_MAX_FRACTION <= len(text) else b""
+        return self._shapes
 
     def joined(self) -> bytes:
         """``b" " + b" ".join(words) + b" "``."""
@@ -265,6 +286,21 @@ class _Vocabulary:
 
 
 _LONG_WORD_RE = re.compile(rb"[a-z]{4,}")
+#: Lower-cases ASCII letters and turns every digit into ``0`` (see :meth:`_Vocabulary.shapes`).
+_SHAPE_TABLE = bytes(48 if 48 <= c <= 57 else c + 32 if 65 <= c <= 90 else c for c in range(256))
+#: Line shapes are used only when they are at most this fraction (1/N) of the text.
+_SHAPES_MAX_FRACTION = 3
+_SHAPES: dict[bytes, bytes] = {}
+
+
+def _shape(needle: bytes) -> bytes:
+    """``needle`` as :meth:`_Vocabulary.shapes` holds it: lower-cased, digits as ``0``."""
+    got = _SHAPES.get(needle)
+    if got is None:
+        got = needle.translate(_SHAPE_TABLE)
+        if len(_SHAPES) < 65536:
+            _SHAPES[needle] = got
+    return got
 
 
 def _affix_key(run: bytes) -> int:
