@@ -161,7 +161,7 @@ class _StagePlan:
     """A stage's text rules compiled for searching: one :class:`NeedleIndex` over all their
     needles, and for each needle the rules that use it (cached in ``Taxonomy.compiled``)."""
 
-    __slots__ = ("index", "rules", "by_needle")
+    __slots__ = ("index", "rules", "by_needle", "patterns", "keys")
 
     def __init__(self, rules: tuple[Rule, ...]):
         self.rules = tuple(r for r in rules if r.patterns)
@@ -174,6 +174,11 @@ class _StagePlan:
                         lst.append(i)
         self.by_needle = {n: tuple(v) for n, v in by_needle.items()}
         self.index = NeedleIndex(by_needle)
+        #: per rule: its patterns, each with its needles as a tuple and as a set
+        self.patterns = tuple(tuple((p, p.needles, frozenset(p.needles)) for p in r.patterns) for r in self.rules)
+        #: per rule: its distinct ``(needle, ignore_case)`` pairs, in pattern order
+        self.keys = tuple(tuple(dict.fromkeys((n, p.ignore_case) for p in r.patterns for n in p.needles))
+                          for r in self.rules)
 
     @classmethod
     def of(cls, taxonomy: Taxonomy, stage: str) -> "_StagePlan":
@@ -182,21 +187,24 @@ class _StagePlan:
             plan = taxonomy.compiled[stage] = cls(taxonomy.rules_by_stage.get(stage, ()))
         return plan
 
-    def live_rules(self, trace: TraceText, lo: int) -> list[tuple[Rule, tuple[tuple[Pattern, tuple[bytes, ...]], ...]]]:
+    def live_rules(self, trace: TraceText, lo: int) -> list[tuple[Rule, tuple[tuple[Pattern, tuple[bytes, ...]], ...],
+                                                                   tuple[tuple[bytes, bool], ...]]]:
         """The text rules (in priority order) with a pattern that may match in ``trace.raw[lo:]``,
-        each with those patterns and their needles that may occur there; the others cannot match."""
+        each with those patterns and their needles that may occur there (the others cannot
+        match), and those needles' ``(needle, ignore_case)`` pairs."""
         live = trace.live_needles(self.index, lo)
         if not live:
             return []
         out = []
-        for i in sorted({i for n in live for i in self.by_needle[n]}):
-            rule = self.rules[i]
+        by_needle = self.by_needle
+        for i in sorted({i for n in live for i in by_needle[n]}):
             pats = []
-            for p in rule.patterns:
-                needles = tuple(n for n in p.needles if n in live)
-                if needles:
+            for p, needles, nset in self.patterns[i]:
+                if nset <= live:
                     pats.append((p, needles))
-            out.append((rule, tuple(pats)))
+                elif not nset.isdisjoint(live):
+                    pats.append((p, tuple(n for n in needles if n in live)))
+            out.append((self.rules[i], tuple(pats), tuple(k for k in self.keys[i] if k[0] in live)))
         return out
 
 
@@ -305,12 +313,26 @@ def _resolve_last(rules: tuple[Rule, ...], ctx: _Context, lo: int, plan: _StageP
     """
     text_rules = plan.live_rules(ctx.trace, lo)
     if text_rules:
-        hi = len(ctx.trace.raw)
+        trace = ctx.trace
+        hi = len(trace.raw)
         size = _FIRST_WINDOW
         while True:
             wlo = max(lo, hi - size)
             chosen: _Hit | None = None
-            for rule, pats in text_rules:
+            #: (needle, ignore_case) -> does it occur on a line of [wlo, hi) that last_match would try?
+            occurs: dict[tuple[bytes, bool], bool] = {}
+            for rule, pats, keys in text_rules:
+                if chosen is None:
+                    # Before any hit, a rule none of whose needles occurs in the window cannot
+                    # match: skip it (one cached lookup per needle instead of a _match call).
+                    for key in keys:
+                        got = occurs.get(key)
+                        if got is None:
+                            got = occurs[key] = trace.occurs(key[0], key[1], wlo, hi)
+                        if got:
+                            break
+                    else:
+                        continue
                 hit = _match(rule, ctx, chosen.pos if chosen is not None else -1, wlo, hi, pats)
                 if hit is not None and (chosen is None or hit.pos > chosen.pos):
                     chosen = hit
@@ -318,7 +340,7 @@ def _resolve_last(rules: tuple[Rule, ...], ctx: _Context, lo: int, plan: _StageP
                 return chosen
             if wlo <= lo:
                 break
-            hi = min(len(ctx.trace.raw), wlo + _OVERLAP)
+            hi = min(len(trace.raw), wlo + _OVERLAP)
             size *= _WINDOW_GROWTH
     return _resolve_first(tuple(r for r in rules if not r.patterns), ctx, lo)
 

@@ -224,10 +224,18 @@ class _Vocabulary:
             return cls(set(letters.split()))  # long lines (binary junk, one-line dumps): no repeats
         # Build logs repeat lines that differ only in numbers and punctuation: take the words
         # of the distinct lines only (two C-level passes instead of one set insert per word).
-        return cls(set(b" ".join(set(letters.split(b"\n"))).split()), lowered)
+        lines = letters.split(b"\n")
+        distinct = set(lines)
+        # line shapes (see shapes()) only pay when lines repeat: not for binary junk
+        return cls(set(b" ".join(distinct).split()), lowered if len(distinct) * _SHAPES_MAX_FRACTION <= len(lines) else None)
 
     def admits(self, needle: bytes) -> bool:
         """May ``needle`` occur in the text?  (``False``: certainly not.)"""
+        if self._text is not None:
+            # the line shapes first: one C-level substring test, and the strongest of the tests
+            shapes = self._shapes if self._shapes is not None else self.shapes()
+            if shapes and _shape(needle) not in shapes:
+                return False
         whole, starts, ends, parts = _witness(needle)
         if whole and not self.words.issuperset(whole):
             return False
@@ -244,10 +252,6 @@ class _Vocabulary:
             for w in parts:
                 if w not in joined:
                     return False
-        if self._text is not None:
-            shapes = self.shapes()
-            if shapes and _shape(needle) not in shapes:
-                return False
         return True
 
     def shapes(self) -> bytes:
@@ -360,13 +364,15 @@ class TraceText:
     test is a necessary condition, so results are those of the plain search.
     """
 
-    __slots__ = ("raw", "_lower", "_lower_from", "_clean", "_cands", "_vocab", "_live", "_older")
+    __slots__ = ("raw", "_lower", "_lower_from", "_clean", "_lines", "_cands", "_vocab", "_live", "_older")
 
     def __init__(self, raw: bytes):
         self.raw = raw
         self._lower: bytes | None = None
         self._lower_from = len(raw)
         self._clean: dict[tuple[int, int], bytes] = {}
+        #: (needle offset, needle length) -> its cleaned line (see _line)
+        self._lines: dict[tuple[int, int], bytes] = {}
         #: (needle, ignore_case) -> [scanned down to, [(offset, line start), ...] newest first]
         self._cands: dict[tuple[bytes, bool], list] = {}
         #: the words of the last VOCABULARY_BYTES of raw; see :func:`needle_witness`
@@ -385,8 +391,9 @@ class TraceText:
         vstart = len(self.raw) - VOCABULARY_BYTES
         if lo < vstart:
             low, off = self._lowered(lo)
-            live = [n for n in index.needles if self.may_contain(n, vstart)]
-            older = [n for n in index.needles if not self.may_contain(n, vstart)]
+            live, older = [], []
+            for n in index.needles:
+                (live if self.may_contain(n, vstart) else older).append(n)
             if len(older) >= _OLDER_VOCABULARY_MIN:
                 # Many needles to look for in the older part: its own word vocabulary (built once per
                 # region) dismisses most of them for less than their substring scans would cost.  An
@@ -402,7 +409,15 @@ class TraceText:
             present = (vocab.words if k == 0 else vocab.affixes(k)).intersection(group)
             for key in present:
                 maybe.extend(group[key])
-        return frozenset(n for n in maybe if self.may_contain(n, lo))
+        known = self._live
+        out = []
+        for n in maybe:  # may_contain(n, lo), inlined
+            ok = known.get(n)
+            if ok is None:
+                ok = known[n] = vocab.admits(n)
+            if ok:
+                out.append(n)
+        return frozenset(out)
 
     def words(self) -> set[bytes]:
         """The words of the last :data:`VOCABULARY_BYTES` (runs of ASCII letters, lower-cased, of the
@@ -455,6 +470,11 @@ class TraceText:
         return self._lower, self._lower_from
 
     def _line(self, i: int, nlen: int) -> bytes:
+        """The cleaned line holding the needle occurrence at ``i`` (length ``nlen``), cut to
+        :data:`WINDOW` bytes either side of it; memoised per occurrence."""
+        got = self._lines.get((i, nlen))
+        if got is not None:
+            return got
         raw = self.raw
         ls = raw.rfind(b"\n", 0, i) + 1
         le = raw.find(b"\n", i)
@@ -468,6 +488,8 @@ class TraceText:
             line = clean_line(raw[ws:we])
             if len(self._clean) < 4096:
                 self._clean[key] = line
+        if len(self._lines) < 4096:
+            self._lines[(i, nlen)] = line
         return line
 
     def _candidates(self, needle: bytes, ignore_case: bool, floor: int) -> list[tuple[int, int]]:
@@ -506,6 +528,16 @@ class TraceText:
                 end = ls
             ent[0] = end
         return found
+
+    def occurs(self, needle: bytes, ignore_case: bool, lo: int, hi: int) -> bool:
+        """Does :meth:`last_match` with ``needle`` have a line to try in ``[lo, hi)``?  (An occurrence
+        of ``needle`` starting there, among the :data:`MAX_LINES_PER_NEEDLE` newest lines that hold it.)"""
+        for i, _ in self._candidates(needle, ignore_case, lo):
+            if i < lo:
+                return False
+            if i < hi:
+                return True
+        return False
 
     def last_match(self, regex: re.Pattern[bytes], needles: tuple[bytes, ...], ignore_case: bool = False,
                    lo: int = 0, hi: int | None = None, after: int = -1) -> tuple[int, re.Match[bytes]] | None:
