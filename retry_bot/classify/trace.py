@@ -551,17 +551,27 @@ class TraceText:
         best: tuple[int, re.Match[bytes]] | None = None
         base_floor = lo if lo > after + 1 else after + 1
         cands_cache = self._cands
+        lines = self._lines
         for needle in needles:
             floor = base_floor if best is None or best[0] < base_floor else best[0] + 1
+            nlen = len(needle)
             ent = cands_cache.get((needle, ignore_case))
-            if ent is not None and not ent[1] and ent[0] < floor + len(needle):
-                continue  # already scanned down to this floor: not in the region
-            for i, ls in self._candidates(needle, ignore_case, floor):
+            if ent is None:
+                found = self._candidates(needle, ignore_case, floor)
+            else:
+                found = ent[1]
+                if not found and ent[0] < floor + nlen:
+                    continue  # already scanned down to this floor: not in the region
+                if ent[0] > floor and len(found) < MAX_LINES_PER_NEEDLE:
+                    found = self._candidates(needle, ignore_case, floor)
+                # else: _candidates would return ``found`` as it is
+            for i, ls in found:
                 if i >= hi:
                     continue
                 if i < floor:
                     break
-                m = regex.search(self._line(i, len(needle)))
+                line = lines.get((i, nlen))
+                m = regex.search(line if line is not None else self._line(i, nlen))
                 if m is not None:
                     if ls > after and (best is None or ls > best[0]):
                         best = (ls, m)
