@@ -187,25 +187,25 @@ class _StagePlan:
             plan = taxonomy.compiled[stage] = cls(taxonomy.rules_by_stage.get(stage, ()))
         return plan
 
-    def live_rules(self, trace: TraceText, lo: int) -> list[tuple[Rule, tuple[tuple[Pattern, tuple[bytes, ...]], ...],
-                                                                   tuple[tuple[bytes, bool], ...]]]:
-        """The text rules (in priority order) with a pattern that may match in ``trace.raw[lo:]``,
-        each with those patterns and their needles that may occur there (the others cannot
-        match), and those needles' ``(needle, ignore_case)`` pairs."""
+    def live_rules(self, trace: TraceText, lo: int) -> tuple[list[int], frozenset[bytes]]:
+        """The indices (in priority order) of the text rules with a needle that may occur in
+        ``trace.raw[lo:]`` (the others cannot match), and those needles
+        (:meth:`~retry_bot.classify.trace.TraceText.live_needles`)."""
         live = trace.live_needles(self.index, lo)
         if not live:
-            return []
-        out = []
+            return [], live
         by_needle = self.by_needle
-        for i in sorted({i for n in live for i in by_needle[n]}):
-            pats = []
-            for p, needles, nset in self.patterns[i]:
-                if nset <= live:
-                    pats.append((p, needles))
-                elif not nset.isdisjoint(live):
-                    pats.append((p, tuple(n for n in needles if n in live)))
-            out.append((self.rules[i], tuple(pats), tuple(k for k in self.keys[i] if k[0] in live)))
-        return out
+        return sorted({i for n in live for i in by_needle[n]}), live
+
+    def live_patterns(self, i: int, live: frozenset[bytes]) -> tuple[tuple[Pattern, tuple[bytes, ...]], ...]:
+        """Rule ``i``'s patterns with a needle in ``live``, each with those needles (in order)."""
+        pats = []
+        for p, needles, nset in self.patterns[i]:
+            if nset <= live:
+                pats.append((p, needles))
+            elif not nset.isdisjoint(live):
+                pats.append((p, tuple(n for n in needles if n in live)))
+        return tuple(pats)
 
 
 def _match(rule: Rule, ctx: _Context, after: int = -1, lo: int = 0, hi: int | None = None,
@@ -311,9 +311,12 @@ def _resolve_last(rules: tuple[Rule, ...], ctx: _Context, lo: int, plan: _StageP
     cannot match, and a stage with nothing to look for costs a few set
     intersections rather than one substring scan per needle and window.
     """
-    text_rules = plan.live_rules(ctx.trace, lo)
-    if text_rules:
+    live_idx, live = plan.live_rules(ctx.trace, lo)
+    if live_idx:
         trace = ctx.trace
+        keys_of, rules_of = plan.keys, plan.rules
+        #: rule index -> its live patterns (built on first use: most rules are skipped below)
+        pats_of: dict[int, tuple[tuple[Pattern, tuple[bytes, ...]], ...]] = {}
         hi = len(trace.raw)
         size = _FIRST_WINDOW
         while True:
@@ -321,19 +324,23 @@ def _resolve_last(rules: tuple[Rule, ...], ctx: _Context, lo: int, plan: _StageP
             chosen: _Hit | None = None
             #: (needle, ignore_case) -> does it occur on a line of [wlo, hi) that last_match would try?
             occurs: dict[tuple[bytes, bool], bool] = {}
-            for rule, pats, keys in text_rules:
+            for i in live_idx:
                 if chosen is None:
-                    # Before any hit, a rule none of whose needles occurs in the window cannot
+                    # Before any hit, a rule none of whose live needles occurs in the window cannot
                     # match: skip it (one cached lookup per needle instead of a _match call).
-                    for key in keys:
-                        got = occurs.get(key)
-                        if got is None:
-                            got = occurs[key] = trace.occurs(key[0], key[1], wlo, hi)
-                        if got:
-                            break
+                    for key in keys_of[i]:
+                        if key[0] in live:
+                            got = occurs.get(key)
+                            if got is None:
+                                got = occurs[key] = trace.occurs(key[0], key[1], wlo, hi)
+                            if got:
+                                break
                     else:
                         continue
-                hit = _match(rule, ctx, chosen.pos if chosen is not None else -1, wlo, hi, pats)
+                pats = pats_of.get(i)
+                if pats is None:
+                    pats = pats_of[i] = plan.live_patterns(i, live)
+                hit = _match(rules_of[i], ctx, chosen.pos if chosen is not None else -1, wlo, hi, pats)
                 if hit is not None and (chosen is None or hit.pos > chosen.pos):
                     chosen = hit
             if chosen is not None:

@@ -229,6 +229,16 @@ class _Vocabulary:
         # line shapes (see shapes()) only pay when lines repeat: not for binary junk
         return cls(set(b" ".join(distinct).split()), lowered if len(distinct) * _SHAPES_MAX_FRACTION <= len(lines) else None)
 
+    @classmethod
+    def of_region(cls, lowered: bytes) -> "_Vocabulary":
+        """:meth:`of_text` for a region searched only through :meth:`admits` (not :attr:`words`):
+        when its lines repeat, only its line shapes are built (the word tests add little to them)."""
+        if lowered.count(b"\n") * _SHAPES_LINE_BYTES >= len(lowered):
+            v = cls(None, lowered)  # type: ignore[arg-type]
+            if v.shapes():
+                return v
+        return cls.of_text(lowered)
+
     def admits(self, needle: bytes) -> bool:
         """May ``needle`` occur in the text?  (``False``: certainly not.)"""
         if self._text is not None:
@@ -236,6 +246,8 @@ class _Vocabulary:
             shapes = self._shapes if self._shapes is not None else self.shapes()
             if shapes and _shape(needle) not in shapes:
                 return False
+            if self.words is None:  # a region's shapes only (of_region)
+                return True
         whole, starts, ends, parts = _witness(needle)
         if whole and not self.words.issuperset(whole):
             return False
@@ -294,6 +306,8 @@ _LONG_WORD_RE = re.compile(rb"[a-z]{4,}")
 _SHAPE_TABLE = bytes(48 if 48 <= c <= 57 else c + 32 if 65 <= c <= 90 else c for c in range(256))
 #: Line shapes are used only when they are at most this fraction (1/N) of the text.
 _SHAPES_MAX_FRACTION = 3
+#: :meth:`_Vocabulary.of_region` tries line shapes alone when lines average at most this many bytes.
+_SHAPES_LINE_BYTES = 128
 _SHAPES: dict[bytes, bytes] = {}
 
 
@@ -431,7 +445,7 @@ class TraceText:
         got = self._older.get(lo) if self._older is not None else None
         if got is None:
             low, off = self._lowered(lo)
-            got = _Vocabulary.of_text(low[lo - off:vstart + _OVERLAP_BYTES - off])
+            got = _Vocabulary.of_region(low[lo - off:vstart + _OVERLAP_BYTES - off])
             if self._older is None:
                 self._older = {}
             self._older[lo] = got
