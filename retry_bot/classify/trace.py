@@ -219,6 +219,15 @@ class _Vocabulary:
 
     @classmethod
     def of_text(cls, lowered: bytes) -> "_Vocabulary":
+        if lowered.count(b"\n") * _SHAPES_LINE_BYTES >= len(lowered):
+            v = cls(set(), lowered)
+            shapes = v.shapes()
+            if shapes:
+                # The shapes hold every distinct line with its letters as they are (lower-case)
+                # and digits as "0", a non-letter like the digits: the same words, from a
+                # fraction of the text.
+                v.words = set(shapes.translate(_LETTER_TABLE).split())
+                return v
         letters = lowered.translate(_LETTER_TABLE)
         if letters.count(b"\n") * _DEDUPE_LINE_BYTES < len(letters):
             return cls(set(letters.split()))  # long lines (binary junk, one-line dumps): no repeats
