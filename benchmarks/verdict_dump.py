@@ -12,6 +12,7 @@ probability and posterior (``repr`` of the floats).  Inputs:
   decide);
 * every red-team probe of ``benchmarks/redteam`` (as ``score_redteam.py`` loads them, plus the
   arguable ones it leaves out);
+* lines the rules look for put 6 to 70 KiB back behind the same build output (``far``);
 * the traces of ``bench_classify.py``'s four workloads (same seed).
 
 Splits added after b8b150b (a sealed blind set such as ``heldout-l``) are never opened: only the
@@ -41,6 +42,12 @@ DATA = ROOT / "tests" / "data" / "joblogs"
 #: The splits on main at b8b150b; any other file there (a sealed blind split) is never read.
 SPLITS = ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e", "heldout-f",
           "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k")
+
+#: Lines the rules look for, put far back behind build output (the ``far`` inputs).
+FAR_LINES = (b"g++: fatal error: Killed signal terminated program cc1plus",
+             b"java.lang.OutOfMemoryError: Java heap space", b"x509: certificate signed by unknown authority",
+             b"Killed", b"make: *** [Makefile:12: all] Error 137", b"curl: (6) Could not resolve host: gitlab.com",
+             b"FAILED tests/test_a.py::test_x - AssertionError", b"No space left on device")
 
 _posteriors: list[str] = []
 _predict = learned.LearnedModel.predict
@@ -82,6 +89,12 @@ def inputs(taxonomy) -> list[tuple[str, str, JobFacts, bytes]]:
             if pid in score_redteam.ARGUABLE:
                 out.append(("redteam-arguable", pid, JobFacts(job_id=1, name=pid, failure_reason="script_failure",
                                                               exit_code=rest[0] if rest else None), text.encode()))
+    # trigger lines far back behind build output: the growing windows and the older region's pre-filter
+    for k, line in enumerate(FAR_LINES):
+        for back in (6, 20, 40, 63, 70):
+            raw = line + b"\n" + base[-back * 1024:] + b"ERROR: Job failed: exit code 1\n"
+            out.append(("far", f"{k}@{back}KiB", JobFacts(job_id=1, name="j"), raw))
+            out.append(("far+code", f"{k}@{back}KiB", JobFacts(job_id=1, name="j", exit_code=137), raw))
     for wname, items in bench_classify.workloads(random.Random(20261121)).items():
         for k, (facts, trace) in enumerate(items):
             out.append((f"bench-{wname}", f"{k}:{facts.name}", facts, trace))
