@@ -13,7 +13,7 @@ probability and posterior (``repr`` of the floats).  Inputs:
 * every red-team probe of ``benchmarks/redteam`` (as ``score_redteam.py`` loads them, plus the
   arguable ones it leaves out);
 * lines the rules look for put 6 to 70 KiB back behind the same build output (``far``);
-* the traces of ``bench_classify.py``'s four workloads (same seed).
+* the traces of ``bench_classify.py``'s four workloads as at b8b150b (same seed, built here).
 
 Splits added after b8b150b (a sealed blind set such as ``heldout-l``) are never opened: only the
 files named in :data:`SPLITS` are read.  Usage::
@@ -49,6 +49,8 @@ FAR_LINES = (b"g++: fatal error: Killed signal terminated program cc1plus",
              b"Killed", b"make: *** [Makefile:12: all] Error 137", b"curl: (6) Could not resolve host: gitlab.com",
              b"FAILED tests/test_a.py::test_x - AssertionError", b"No space left on device")
 
+#: The splits ``bench_classify.py``'s realistic workload read at b8b150b.
+BENCH_SPLITS = SPLITS[:-1]
 _posteriors: list[str] = []
 _predict = learned.LearnedModel.predict
 
@@ -95,10 +97,33 @@ def inputs(taxonomy) -> list[tuple[str, str, JobFacts, bytes]]:
             raw = line + b"\n" + base[-back * 1024:] + b"ERROR: Job failed: exit code 1\n"
             out.append(("far", f"{k}@{back}KiB", JobFacts(job_id=1, name="j"), raw))
             out.append(("far+code", f"{k}@{back}KiB", JobFacts(job_id=1, name="j", exit_code=137), raw))
-    for wname, items in bench_classify.workloads(random.Random(20261121)).items():
+    for wname, items in bench_workloads().items():
         for k, (facts, trace) in enumerate(items):
             out.append((f"bench-{wname}", f"{k}:{facts.name}", facts, trace))
     return out
+
+
+def bench_workloads() -> dict[str, list[tuple[JobFacts, bytes]]]:
+    """``bench_classify.workloads(random.Random(20261121))`` as at b8b150b, built here from
+    :data:`BENCH_SPLITS` only (``bench_classify`` may read splits added since, never opened here)."""
+    rng = random.Random(20261121)
+    tail = bench_classify.TAIL
+    base = bench_classify.build_output(rng, tail + 4096)
+    realistic = []
+    for split in BENCH_SPLITS:
+        for c in tomllib.loads((DATA / f"{split}.toml").read_text("utf-8"))["case"]:
+            realistic.append((JobFacts(job_id=1, name=c["id"], failure_reason=c.get("failure_reason"),
+                                       exit_code=c.get("exit_code"), status=c.get("status", "failed")),
+                              (base + c["excerpt"].encode())[-tail:]))
+    no_match = (base + b"\nERROR: Job failed: exit code 1\n")[-tail:]
+    words = [b"error", b"Killed", b"failed", b"timeout", b"FAIL", b"memory", b"denied", b"refused", b"x509"]
+    storm = b" ".join(rng.choice(words) + b"-" + str(i).encode() for i in range(60000))
+    return {
+        "realistic": realistic,
+        "no-match": [(JobFacts(job_id=1, name="n", failure_reason="script_failure", exit_code=1), no_match)],
+        "binary": [(JobFacts(job_id=1, name="b"), rng.randbytes(tail))],
+        "needle-storm": [(JobFacts(job_id=1, name="s"), (storm + b"\n")[-tail:])],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
