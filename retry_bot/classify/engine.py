@@ -161,7 +161,7 @@ class _StagePlan:
     """A stage's text rules compiled for searching: one :class:`NeedleIndex` over all their
     needles, and for each needle the rules that use it (cached in ``Taxonomy.compiled``)."""
 
-    __slots__ = ("index", "rules", "by_needle")
+    __slots__ = ("index", "rules", "by_needle", "patterns", "keys")
 
     def __init__(self, rules: tuple[Rule, ...]):
         self.rules = tuple(r for r in rules if r.patterns)
@@ -174,6 +174,11 @@ class _StagePlan:
                         lst.append(i)
         self.by_needle = {n: tuple(v) for n, v in by_needle.items()}
         self.index = NeedleIndex(by_needle)
+        #: per rule: its patterns, each with its needles as a tuple and as a set
+        self.patterns = tuple(tuple((p, p.needles, frozenset(p.needles)) for p in r.patterns) for r in self.rules)
+        #: per rule: its distinct ``(needle, ignore_case)`` pairs, in pattern order
+        self.keys = tuple(tuple(dict.fromkeys((n, p.ignore_case) for p in r.patterns for n in p.needles))
+                          for r in self.rules)
 
     @classmethod
     def of(cls, taxonomy: Taxonomy, stage: str) -> "_StagePlan":
@@ -182,22 +187,25 @@ class _StagePlan:
             plan = taxonomy.compiled[stage] = cls(taxonomy.rules_by_stage.get(stage, ()))
         return plan
 
-    def live_rules(self, trace: TraceText, lo: int) -> list[tuple[Rule, tuple[tuple[Pattern, tuple[bytes, ...]], ...]]]:
-        """The text rules (in priority order) with a pattern that may match in ``trace.raw[lo:]``,
-        each with those patterns and their needles that may occur there; the others cannot match."""
+    def live_rules(self, trace: TraceText, lo: int) -> tuple[list[int], frozenset[bytes]]:
+        """The indices (in priority order) of the text rules with a needle that may occur in
+        ``trace.raw[lo:]`` (the others cannot match), and those needles
+        (:meth:`~retry_bot.classify.trace.TraceText.live_needles`)."""
         live = trace.live_needles(self.index, lo)
         if not live:
-            return []
-        out = []
-        for i in sorted({i for n in live for i in self.by_needle[n]}):
-            rule = self.rules[i]
-            pats = []
-            for p in rule.patterns:
-                needles = tuple(n for n in p.needles if n in live)
-                if needles:
-                    pats.append((p, needles))
-            out.append((rule, tuple(pats)))
-        return out
+            return [], live
+        by_needle = self.by_needle
+        return sorted({i for n in live for i in by_needle[n]}), live
+
+    def live_patterns(self, i: int, live: frozenset[bytes]) -> tuple[tuple[Pattern, tuple[bytes, ...]], ...]:
+        """Rule ``i``'s patterns with a needle in ``live``, each with those needles (in order)."""
+        pats = []
+        for p, needles, nset in self.patterns[i]:
+            if nset <= live:
+                pats.append((p, needles))
+            elif not nset.isdisjoint(live):
+                pats.append((p, tuple(n for n in needles if n in live)))
+        return tuple(pats)
 
 
 def _match(rule: Rule, ctx: _Context, after: int = -1, lo: int = 0, hi: int | None = None,
@@ -303,22 +311,43 @@ def _resolve_last(rules: tuple[Rule, ...], ctx: _Context, lo: int, plan: _StageP
     cannot match, and a stage with nothing to look for costs a few set
     intersections rather than one substring scan per needle and window.
     """
-    text_rules = plan.live_rules(ctx.trace, lo)
-    if text_rules:
-        hi = len(ctx.trace.raw)
+    live_idx, live = plan.live_rules(ctx.trace, lo)
+    if live_idx:
+        trace = ctx.trace
+        keys_of, rules_of = plan.keys, plan.rules
+        #: rule index -> its live patterns (built on first use: most rules are skipped below)
+        pats_of: dict[int, tuple[tuple[Pattern, tuple[bytes, ...]], ...]] = {}
+        hi = len(trace.raw)
         size = _FIRST_WINDOW
         while True:
             wlo = max(lo, hi - size)
             chosen: _Hit | None = None
-            for rule, pats in text_rules:
-                hit = _match(rule, ctx, chosen.pos if chosen is not None else -1, wlo, hi, pats)
+            #: (needle, ignore_case) -> does it occur on a line of [wlo, hi) that last_match would try?
+            occurs: dict[tuple[bytes, bool], bool] = {}
+            for i in live_idx:
+                if chosen is None:
+                    # Before any hit, a rule none of whose live needles occurs in the window cannot
+                    # match: skip it (one cached lookup per needle instead of a _match call).
+                    for key in keys_of[i]:
+                        if key[0] in live:
+                            got = occurs.get(key)
+                            if got is None:
+                                got = occurs[key] = trace.occurs(key[0], key[1], wlo, hi)
+                            if got:
+                                break
+                    else:
+                        continue
+                pats = pats_of.get(i)
+                if pats is None:
+                    pats = pats_of[i] = plan.live_patterns(i, live)
+                hit = _match(rules_of[i], ctx, chosen.pos if chosen is not None else -1, wlo, hi, pats)
                 if hit is not None and (chosen is None or hit.pos > chosen.pos):
                     chosen = hit
             if chosen is not None:
                 return chosen
             if wlo <= lo:
                 break
-            hi = min(len(ctx.trace.raw), wlo + _OVERLAP)
+            hi = min(len(trace.raw), wlo + _OVERLAP)
             size *= _WINDOW_GROWTH
     return _resolve_first(tuple(r for r in rules if not r.patterns), ctx, lo)
 

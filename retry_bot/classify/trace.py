@@ -207,24 +207,56 @@ class _Vocabulary:
     evidence), with small sets built on first use.
     """
 
-    __slots__ = ("words", "_affixes", "_joined")
+    __slots__ = ("words", "_affixes", "_joined", "_text", "_shapes")
 
-    def __init__(self, words: set[bytes]):
+    def __init__(self, words: set[bytes], text: bytes | None = None):
         self.words = words
         self._affixes: dict[int, set[bytes]] = {}
         self._joined: bytes | None = None
+        #: the lower-cased text itself (for :meth:`shapes`), None: no shape evidence
+        self._text = text
+        self._shapes: bytes | None = None
 
     @classmethod
     def of_text(cls, lowered: bytes) -> "_Vocabulary":
+        if lowered.count(b"\n") * _SHAPES_LINE_BYTES >= len(lowered):
+            v = cls(set(), lowered)
+            shapes = v.shapes()
+            if shapes:
+                # The shapes hold every distinct line with its letters as they are (lower-case)
+                # and digits as "0", a non-letter like the digits: the same words, from a
+                # fraction of the text.
+                v.words = set(shapes.translate(_LETTER_TABLE).split())
+                return v
         letters = lowered.translate(_LETTER_TABLE)
         if letters.count(b"\n") * _DEDUPE_LINE_BYTES < len(letters):
             return cls(set(letters.split()))  # long lines (binary junk, one-line dumps): no repeats
         # Build logs repeat lines that differ only in numbers and punctuation: take the words
         # of the distinct lines only (two C-level passes instead of one set insert per word).
-        return cls(set(b" ".join(set(letters.split(b"\n"))).split()))
+        lines = letters.split(b"\n")
+        distinct = set(lines)
+        # line shapes (see shapes()) only pay when lines repeat: not for binary junk
+        return cls(set(b" ".join(distinct).split()), lowered if len(distinct) * _SHAPES_MAX_FRACTION <= len(lines) else None)
+
+    @classmethod
+    def of_region(cls, lowered: bytes) -> "_Vocabulary":
+        """:meth:`of_text` for a region searched only through :meth:`admits` (not :attr:`words`):
+        when its lines repeat, only its line shapes are built (the word tests add little to them)."""
+        if lowered.count(b"\n") * _SHAPES_LINE_BYTES >= len(lowered):
+            v = cls(None, lowered)  # type: ignore[arg-type]
+            if v.shapes():
+                return v
+        return cls.of_text(lowered)
 
     def admits(self, needle: bytes) -> bool:
         """May ``needle`` occur in the text?  (``False``: certainly not.)"""
+        if self._text is not None:
+            # the line shapes first: one C-level substring test, and the strongest of the tests
+            shapes = self._shapes if self._shapes is not None else self.shapes()
+            if shapes and _shape(needle) not in shapes:
+                return False
+            if self.words is None:  # a region's shapes only (of_region)
+                return True
         whole, starts, ends, parts = _witness(needle)
         if whole and not self.words.issuperset(whole):
             return False
@@ -242,6 +274,20 @@ class _Vocabulary:
                 if w not in joined:
                     return False
         return True
+
+    def shapes(self) -> bytes:
+        """The text's distinct *line shapes* (lines with every digit as ``0``), joined by ``\\n``;
+        empty when they are not much shorter than the text (no repeats: no evidence).
+
+        A byte-wise mapping keeps occurrences: wherever ``needle`` occurs (in any case), its
+        :func:`_shape` occurs in the shape of that line.  Build logs repeat lines that differ only
+        in their numbers, so the shapes are a fraction of the text and one substring search there
+        dismisses a needle that a scan of the whole text would not find."""
+        if self._shapes is None:
+            text = self._text or b""
+            shapes = b"\n".join(set(text.translate(_SHAPE_TABLE).split(b"\n")))
+            self._shapes = shapes if len(shapes) * _SHAPES_MAX_FRACTION <= len(text) else b""
+        return self._shapes
 
     def joined(self) -> bytes:
         """``b" " + b" ".join(words) + b" "``."""
@@ -265,6 +311,23 @@ class _Vocabulary:
 
 
 _LONG_WORD_RE = re.compile(rb"[a-z]{4,}")
+#: Lower-cases ASCII letters and turns every digit into ``0`` (see :meth:`_Vocabulary.shapes`).
+_SHAPE_TABLE = bytes(48 if 48 <= c <= 57 else c + 32 if 65 <= c <= 90 else c for c in range(256))
+#: Line shapes are used only when they are at most this fraction (1/N) of the text.
+_SHAPES_MAX_FRACTION = 3
+#: :meth:`_Vocabulary.of_region` tries line shapes alone when lines average at most this many bytes.
+_SHAPES_LINE_BYTES = 128
+_SHAPES: dict[bytes, bytes] = {}
+
+
+def _shape(needle: bytes) -> bytes:
+    """``needle`` as :meth:`_Vocabulary.shapes` holds it: lower-cased, digits as ``0``."""
+    got = _SHAPES.get(needle)
+    if got is None:
+        got = needle.translate(_SHAPE_TABLE)
+        if len(_SHAPES) < 65536:
+            _SHAPES[needle] = got
+    return got
 
 
 def _affix_key(run: bytes) -> int:
@@ -324,13 +387,15 @@ class TraceText:
     test is a necessary condition, so results are those of the plain search.
     """
 
-    __slots__ = ("raw", "_lower", "_lower_from", "_clean", "_cands", "_vocab", "_live", "_older")
+    __slots__ = ("raw", "_lower", "_lower_from", "_clean", "_lines", "_cands", "_vocab", "_live", "_older")
 
     def __init__(self, raw: bytes):
         self.raw = raw
         self._lower: bytes | None = None
         self._lower_from = len(raw)
         self._clean: dict[tuple[int, int], bytes] = {}
+        #: (needle offset, needle length) -> its cleaned line (see _line)
+        self._lines: dict[tuple[int, int], bytes] = {}
         #: (needle, ignore_case) -> [scanned down to, [(offset, line start), ...] newest first]
         self._cands: dict[tuple[bytes, bool], list] = {}
         #: the words of the last VOCABULARY_BYTES of raw; see :func:`needle_witness`
@@ -349,8 +414,9 @@ class TraceText:
         vstart = len(self.raw) - VOCABULARY_BYTES
         if lo < vstart:
             low, off = self._lowered(lo)
-            live = [n for n in index.needles if self.may_contain(n, vstart)]
-            older = [n for n in index.needles if not self.may_contain(n, vstart)]
+            live, older = [], []
+            for n in index.needles:
+                (live if self.may_contain(n, vstart) else older).append(n)
             if len(older) >= _OLDER_VOCABULARY_MIN:
                 # Many needles to look for in the older part: its own word vocabulary (built once per
                 # region) dismisses most of them for less than their substring scans would cost.  An
@@ -366,7 +432,15 @@ class TraceText:
             present = (vocab.words if k == 0 else vocab.affixes(k)).intersection(group)
             for key in present:
                 maybe.extend(group[key])
-        return frozenset(n for n in maybe if self.may_contain(n, lo))
+        known = self._live
+        out = []
+        for n in maybe:  # may_contain(n, lo), inlined
+            ok = known.get(n)
+            if ok is None:
+                ok = known[n] = vocab.admits(n)
+            if ok:
+                out.append(n)
+        return frozenset(out)
 
     def words(self) -> set[bytes]:
         """The words of the last :data:`VOCABULARY_BYTES` (runs of ASCII letters, lower-cased, of the
@@ -380,7 +454,7 @@ class TraceText:
         got = self._older.get(lo) if self._older is not None else None
         if got is None:
             low, off = self._lowered(lo)
-            got = _Vocabulary.of_text(low[lo - off:vstart + _OVERLAP_BYTES - off])
+            got = _Vocabulary.of_region(low[lo - off:vstart + _OVERLAP_BYTES - off])
             if self._older is None:
                 self._older = {}
             self._older[lo] = got
@@ -419,6 +493,11 @@ class TraceText:
         return self._lower, self._lower_from
 
     def _line(self, i: int, nlen: int) -> bytes:
+        """The cleaned line holding the needle occurrence at ``i`` (length ``nlen``), cut to
+        :data:`WINDOW` bytes either side of it; memoised per occurrence."""
+        got = self._lines.get((i, nlen))
+        if got is not None:
+            return got
         raw = self.raw
         ls = raw.rfind(b"\n", 0, i) + 1
         le = raw.find(b"\n", i)
@@ -432,6 +511,8 @@ class TraceText:
             line = clean_line(raw[ws:we])
             if len(self._clean) < 4096:
                 self._clean[key] = line
+        if len(self._lines) < 4096:
+            self._lines[(i, nlen)] = line
         return line
 
     def _candidates(self, needle: bytes, ignore_case: bool, floor: int) -> list[tuple[int, int]]:
@@ -471,6 +552,16 @@ class TraceText:
             ent[0] = end
         return found
 
+    def occurs(self, needle: bytes, ignore_case: bool, lo: int, hi: int) -> bool:
+        """Does :meth:`last_match` with ``needle`` have a line to try in ``[lo, hi)``?  (An occurrence
+        of ``needle`` starting there, among the :data:`MAX_LINES_PER_NEEDLE` newest lines that hold it.)"""
+        for i, _ in self._candidates(needle, ignore_case, lo):
+            if i < lo:
+                return False
+            if i < hi:
+                return True
+        return False
+
     def last_match(self, regex: re.Pattern[bytes], needles: tuple[bytes, ...], ignore_case: bool = False,
                    lo: int = 0, hi: int | None = None, after: int = -1) -> tuple[int, re.Match[bytes]] | None:
         """The latest line in ``[lo, hi)`` (starting after ``after``) where ``regex`` matches.
@@ -483,17 +574,27 @@ class TraceText:
         best: tuple[int, re.Match[bytes]] | None = None
         base_floor = lo if lo > after + 1 else after + 1
         cands_cache = self._cands
+        lines = self._lines
         for needle in needles:
             floor = base_floor if best is None or best[0] < base_floor else best[0] + 1
+            nlen = len(needle)
             ent = cands_cache.get((needle, ignore_case))
-            if ent is not None and not ent[1] and ent[0] < floor + len(needle):
-                continue  # already scanned down to this floor: not in the region
-            for i, ls in self._candidates(needle, ignore_case, floor):
+            if ent is None:
+                found = self._candidates(needle, ignore_case, floor)
+            else:
+                found = ent[1]
+                if not found and ent[0] < floor + nlen:
+                    continue  # already scanned down to this floor: not in the region
+                if ent[0] > floor and len(found) < MAX_LINES_PER_NEEDLE:
+                    found = self._candidates(needle, ignore_case, floor)
+                # else: _candidates would return ``found`` as it is
+            for i, ls in found:
                 if i >= hi:
                     continue
                 if i < floor:
                     break
-                m = regex.search(self._line(i, len(needle)))
+                line = lines.get((i, nlen))
+                m = regex.search(line if line is not None else self._line(i, nlen))
                 if m is not None:
                     if ls > after and (best is None or ls > best[0]):
                         best = (ls, m)
