@@ -253,7 +253,8 @@ class _Vocabulary:
         if self._text is not None:
             # the line shapes first: one C-level substring test, and the strongest of the tests
             shapes = self._shapes if self._shapes is not None else self.shapes()
-            if shapes and _shape(needle) not in shapes:
+            # (a needle spanning lines is no evidence: the distinct lines are kept, not their order)
+            if shapes and b"\n" not in needle and _shape(needle) not in shapes:
                 return False
             if self.words is None:  # a region's shapes only (of_region)
                 return True
