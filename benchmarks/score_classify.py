@@ -26,7 +26,7 @@ twelfth, so tuning data since; ``heldout-l`` = collected the same way (88 cases,
 GitLab job logs) while the twelfth pass was written from K's misses, scored blind once after the twelfth
 pass (60d930e: 84.1 %) and then read by the thirteenth, so tuning data since; ``heldout-m`` = collected
 the same way (93 cases, many CI systems, 7 GitLab job logs) while the thirteenth pass was written from
-L's misses, scored blind once after the thirteenth pass (d462412: 83.9 %) and then read by the fourteenth,
+L's misses, scored blind once after the thirteenth pass (a7ba0e2: 83.9 %) and then read by the fourteenth,
 so tuning data since; the next blind split, ``heldout-n``, is being collected and will be added by the
 lead):
 
