@@ -102,7 +102,7 @@ for i, c in enumerate(tomllib.loads(open(sys.argv[1], encoding="utf-8").read())[
 
 def load(split: str) -> list[dict[str, Any]]:
     if split not in READ_SPLITS:
-        raise SystemExit(f"refused: {split} is not a read split (held-out F and later sets stay sealed)")
+        raise SystemExit(f"refused: {split} is not a read split (held-out N and later sets stay sealed)")
     return list(tomllib.loads((DATA / f"{split}.toml").read_text("utf-8"))["case"])
 
 

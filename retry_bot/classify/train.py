@@ -35,10 +35,12 @@ __all__ = ["READ_SPLITS", "CLASSES", "DEFAULT_OPTIONS", "case_features", "load_s
 #: in-sample for the rules anyway.  F, G and H were scored blind once by the lead and then read by
 #: the seventh pass, I scored blind once after the seventh pass and read by the eighth, J scored blind
 #: once after the eighth and read by the ninth, K scored blind after the eighth to eleventh and read by
-#: the twelfth, so they train it too; any split collected later (L...) is not listed and may not train it.
+#: the twelfth, L scored blind once after the twelfth and read by the thirteenth, M scored blind once after
+#: the thirteenth and read by the fourteenth, so they train it too; any split collected later (N...) is not
+#: listed and may not train it.
 READ_SPLITS: tuple[str, ...] = ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e",
                                 "heldout-f", "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k",
-                                "heldout-l")
+                                "heldout-l", "heldout-m")
 #: The families the model may name: not ``canceled`` (GitLab's status says it) nor ``unknown``.
 CLASSES: tuple[str, ...] = ("oom", "timeout", "infrastructure", "build_error", "config_error")
 #: Digits kept in the artifact's log-probabilities (a regenerated artifact is byte-identical).

@@ -58,7 +58,8 @@ HELDOUT_I = tomllib.loads((DATA / "heldout-i.toml").read_text("utf-8"))["case"]
 HELDOUT_J = tomllib.loads((DATA / "heldout-j.toml").read_text("utf-8"))["case"]
 HELDOUT_K = tomllib.loads((DATA / "heldout-k.toml").read_text("utf-8"))["case"]
 HELDOUT_L = tomllib.loads((DATA / "heldout-l.toml").read_text("utf-8"))["case"]
-#: Sealed (the open blind split): only its format and disjointness are checked here, never its verdicts
+#: Scored blind once after the thirteenth pass (83.9 %), then read by the fourteenth: tuning data since (its
+#: format and disjointness are checked below, and it has a decision floor like the other read splits)
 HELDOUT_M = tomllib.loads((DATA / "heldout-m.toml").read_text("utf-8"))["case"]
 
 
@@ -159,10 +160,11 @@ def test_score_script_runs_on_every_split(capsys):
 #: and read by the ninth, which reached 88/89: its floor is one case less (87/89). K was scored blind
 #: after the eighth to eleventh passes (81.9 % each time) and read by the twelfth, which reached 70/72:
 #: its floor is one case less (69/72). L was scored blind once after the twelfth pass (84.1 %) and read by the
-#: thirteenth, which reached 86/88: its floor is one case less (85/88).
+#: thirteenth, which reached 86/88: its floor is one case less (85/88). M was scored blind once after the
+#: thirteenth pass (83.9 %) and read by the fourteenth, which reached 87/93: its floor is one case less (86/93).
 DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
                    "heldout-d": 0.97, "heldout-e": 0.978, "heldout-f": 0.967, "heldout-g": 0.89, "heldout-i": 0.904,
-                   "heldout-j": 0.977, "heldout-k": 0.958, "heldout-l": 0.965}
+                   "heldout-j": 0.977, "heldout-k": 0.958, "heldout-l": 0.965, "heldout-m": 0.924}
 
 
 def test_every_split_keeps_its_decision_floor(taxonomy):
