@@ -61,6 +61,8 @@ HELDOUT_L = tomllib.loads((DATA / "heldout-l.toml").read_text("utf-8"))["case"]
 #: Scored blind once after the thirteenth pass (83.9 %), then read by the fourteenth: tuning data since (its
 #: format and disjointness are checked below, and it has a decision floor like the other read splits)
 HELDOUT_M = tomllib.loads((DATA / "heldout-m.toml").read_text("utf-8"))["case"]
+#: Sealed (the open blind split): only its format and disjointness are checked here, never its verdicts
+HELDOUT_N = tomllib.loads((DATA / "heldout-n.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -103,10 +105,11 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
     # I (collected blind while F, G and H stayed sealed, without reading any case of them) reuses no
     # thread, excerpt or id of any earlier split, H included
     earlier = earlier + HELDOUT_H
-    # I, J, K, L and M were each collected blind while the pass before them was written, without reading
+    # I to N were each collected blind while the pass before them was written, without reading
     # any case of the other splits: each reuses no thread, excerpt or id of any earlier split
     for prefix, split, least in (("i-", HELDOUT_I, 80), ("j-", HELDOUT_J, 60), ("k-", HELDOUT_K, 50),
-                                 ("l-", HELDOUT_L, 60), ("m-", HELDOUT_M, 60)):
+                                 ("l-", HELDOUT_L, 60), ("m-", HELDOUT_M, 60),
+                                 ("n-", HELDOUT_N, 60)):
         assert len(split) >= least, prefix
         for c in split:
             assert c["id"].startswith(prefix) and c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
@@ -143,7 +146,8 @@ def test_score_script_runs_on_every_split(capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e", "heldout-f",
-                  "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l", "heldout-m"):
+                  "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l", "heldout-m",
+                  "heldout-n"):
         assert out.count(split) >= 1 and "right" in out
 
 
