@@ -14,7 +14,14 @@ Workloads (each trace is exactly 256 KiB, the tail the bot reads):
   window, then the learned fallback reads the trace: the slowest ordinary case);
 * ``binary``: random bytes;
 * ``needle-storm``: 256 KiB made of words the rules look for ("error", "Killed", "failed", "timeout")
-  that never form a match (adversarial for the literal pre-filter).
+  that never form a match (adversarial for the literal pre-filter);
+* ``real-no-match`` and ``real-realistic``: the same two as ``no-match`` and ``realistic``, but behind
+  the last 256 KiB of *real* build output (``benchmarks/data/real-build-output.log``: the verbose logs
+  of pip building 15 packages from source with gcc and of an npm install, see
+  ``benchmarks/data/README.md``).  The synthetic output above uses a few dozen words and repeats its
+  lines, which the pre-filter exploits; real output names thousands of files, flags and modules
+  (``errors.py``, ``-Werror``, ``test_fail.py``), so many more rules' key words are present and must
+  be searched.  These two are the honest figures for a farm's logs.
 
 Throughput is CPU-bound and single-threaded; ``--processes N`` also runs N worker processes (the
 bot can classify jobs in parallel).  The machine is shared, so numbers vary run to run: the load
@@ -85,11 +92,17 @@ def workloads(rng: random.Random) -> dict[str, list[tuple[JobFacts, bytes]]]:
     no_match = (base + b"\nERROR: Job failed: exit code 1\n")[-TAIL:]
     words = [b"error", b"Killed", b"failed", b"timeout", b"FAIL", b"memory", b"denied", b"refused", b"x509"]
     storm = b" ".join(rng.choice(words) + b"-" + str(i).encode() for i in range(60000))
+    real = (ROOT / "benchmarks" / "data" / "real-build-output.log").read_bytes()[-(TAIL + 4096):]
+    real_realistic = [(facts, (real + trace[-len(c["excerpt"].encode()):])[-TAIL:])
+                      for (facts, trace), c in zip(realistic, cases)]
     return {
         "realistic": realistic,
         "no-match": [(JobFacts(job_id=1, name="n", failure_reason="script_failure", exit_code=1), no_match)],
         "binary": [(JobFacts(job_id=1, name="b"), rng.randbytes(TAIL))],
         "needle-storm": [(JobFacts(job_id=1, name="s"), (storm + b"\n")[-TAIL:])],
+        "real-no-match": [(JobFacts(job_id=1, name="r", failure_reason="script_failure", exit_code=1),
+                           (real + b"\nERROR: Job failed: exit code 1\n")[-TAIL:])],
+        "real-realistic": real_realistic,
     }
 
 
