@@ -220,14 +220,14 @@ class _Vocabulary:
     @classmethod
     def of_text(cls, lowered: bytes) -> "_Vocabulary":
         if lowered.count(b"\n") * _SHAPES_LINE_BYTES >= len(lowered):
-            v = cls(set(), lowered)
-            shapes = v.shapes()
-            if shapes:
-                # The shapes hold every distinct line with its letters as they are (lower-case)
-                # and digits as "0", a non-letter like the digits: the same words, from a
-                # fraction of the text.
-                v.words = set(shapes.translate(_LETTER_TABLE).split())
-                return v
+            # The distinct line shapes hold every distinct line with its letters as they are
+            # (lower-case) and digits as "0", a non-letter like the digits: the same words, from a
+            # fraction of the text.  When they do not fold (real output), they are no shape evidence
+            # (see shapes()) but still give the words: one line split and de-duplication, not two.
+            joined = b"\n".join(set(lowered.translate(_SHAPE_TABLE).split(b"\n")))
+            v = cls(set(joined.translate(_LETTER_TABLE).split()), lowered)
+            v._shapes = joined if len(joined) * _SHAPES_MAX_FRACTION <= len(lowered) else b""
+            return v
         letters = lowered.translate(_LETTER_TABLE)
         if letters.count(b"\n") * _DEDUPE_LINE_BYTES < len(letters):
             return cls(set(letters.split()))  # long lines (binary junk, one-line dumps): no repeats
@@ -244,8 +244,14 @@ class _Vocabulary:
         when its lines repeat, only its line shapes are built (the word tests add little to them)."""
         if lowered.count(b"\n") * _SHAPES_LINE_BYTES >= len(lowered):
             v = cls(None, lowered)  # type: ignore[arg-type]
-            if v.shapes():
+            joined = b"\n".join(set(lowered.translate(_SHAPE_TABLE).split(b"\n")))
+            if len(joined) * _SHAPES_MAX_FRACTION <= len(lowered):
+                v._shapes = joined
                 return v
+            # no fold: the words of the distinct shapes (as of_text, without splitting the lines again)
+            v.words = set(joined.translate(_LETTER_TABLE).split())
+            v._shapes = b""
+            return v
         return cls.of_text(lowered)
 
     def admits(self, needle: bytes) -> bool:
