@@ -452,9 +452,15 @@ class TraceText:
             return True
         runs = self._upper
         if runs is None:
-            n = len(self.raw)
-            distinct = set(self.raw[max(0, n - VOCABULARY_BYTES):].translate(_UPPER_TABLE).split())
-            runs = self._upper = b" " + b" ".join(distinct) + b" " if len(distinct) <= _MAX_UPPER_RUNS else b""
+            vocab = self._vocabulary()
+            if vocab._text is None or vocab.shapes():
+                # Lines that fold into shapes (the shapes test already dismissed most needles) or no
+                # line structure (binary junk: upper-case runs everywhere): not worth building.
+                runs = self._upper = b""
+            else:
+                n = len(self.raw)
+                distinct = set(self.raw[max(0, n - VOCABULARY_BYTES):].translate(_UPPER_TABLE).split())
+                runs = self._upper = b" " + b" ".join(distinct) + b" " if len(distinct) <= _MAX_UPPER_RUNS else b""
         if not runs:
             return True
         for w in wit:
