@@ -13,7 +13,9 @@ probability and posterior (``repr`` of the floats).  Inputs:
 * every red-team probe of ``benchmarks/redteam`` (as ``score_redteam.py`` loads them, plus the
   arguable ones it leaves out);
 * lines the rules look for put 6 to 70 KiB back behind the same build output (``far``);
-* the traces of ``bench_classify.py``'s four workloads as at b8b150b (same seed, built here).
+* the traces of ``bench_classify.py``'s four workloads as at b8b150b (same seed, built here);
+* the traces of its two real-output workloads (``real-no-match``, and every labelled excerpt of
+  :data:`REAL_SPLITS` behind the real build output).
 
 Splits added after b8b150b (a sealed blind set such as ``heldout-l``) are never opened: only the
 files named in :data:`SPLITS` are read.  Usage::
@@ -51,6 +53,9 @@ FAR_LINES = (b"g++: fatal error: Killed signal terminated program cc1plus",
 
 #: The splits ``bench_classify.py``'s realistic workload read at b8b150b.
 BENCH_SPLITS = SPLITS[:-1]
+#: The splits behind ``bench_classify.py``'s ``real-realistic`` workload (its realistic list since
+#: heldout-m); the sealed blind split ``heldout-n`` is not among them and is never opened.
+REAL_SPLITS = SPLITS + ("heldout-l", "heldout-m")
 _posteriors: list[str] = []
 _predict = learned.LearnedModel.predict
 
@@ -100,7 +105,29 @@ def inputs(taxonomy) -> list[tuple[str, str, JobFacts, bytes]]:
     for wname, items in bench_workloads().items():
         for k, (facts, trace) in enumerate(items):
             out.append((f"bench-{wname}", f"{k}:{facts.name}", facts, trace))
+    for wname, items in real_workloads().items():
+        for k, (facts, trace) in enumerate(items):
+            out.append((f"bench-{wname}", f"{k}:{facts.name}", facts, trace))
     return out
+
+
+def real_workloads() -> dict[str, list[tuple[JobFacts, bytes]]]:
+    """``bench_classify``'s ``real-no-match`` and ``real-realistic`` traces: the last 256 KiB of the real
+    build output (``benchmarks/data/real-build-output.log``) with the runner's last line, and with each
+    labelled excerpt of :data:`REAL_SPLITS` behind it (only those files are read)."""
+    tail = bench_classify.TAIL
+    real = (ROOT / "benchmarks" / "data" / "real-build-output.log").read_bytes()[-(tail + 4096):]
+    realistic = []
+    for split in REAL_SPLITS:
+        for c in tomllib.loads((DATA / f"{split}.toml").read_text("utf-8"))["case"]:
+            realistic.append((JobFacts(job_id=1, name=c["id"], failure_reason=c.get("failure_reason"),
+                                       exit_code=c.get("exit_code"), status=c.get("status", "failed")),
+                              (real + c["excerpt"].encode())[-tail:]))
+    return {
+        "real-no-match": [(JobFacts(job_id=1, name="r", failure_reason="script_failure", exit_code=1),
+                           (real + b"\nERROR: Job failed: exit code 1\n")[-tail:])],
+        "real-realistic": realistic,
+    }
 
 
 def bench_workloads() -> dict[str, list[tuple[JobFacts, bytes]]]:

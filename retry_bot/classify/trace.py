@@ -220,14 +220,14 @@ class _Vocabulary:
     @classmethod
     def of_text(cls, lowered: bytes) -> "_Vocabulary":
         if lowered.count(b"\n") * _SHAPES_LINE_BYTES >= len(lowered):
-            v = cls(set(), lowered)
-            shapes = v.shapes()
-            if shapes:
-                # The shapes hold every distinct line with its letters as they are (lower-case)
-                # and digits as "0", a non-letter like the digits: the same words, from a
-                # fraction of the text.
-                v.words = set(shapes.translate(_LETTER_TABLE).split())
-                return v
+            # The distinct line shapes hold every distinct line with its letters as they are
+            # (lower-case) and digits as "0", a non-letter like the digits: the same words, from a
+            # fraction of the text.  When they do not fold (real output), they are no shape evidence
+            # (see shapes()) but still give the words: one line split and de-duplication, not two.
+            joined = b"\n".join(set(lowered.translate(_SHAPE_TABLE).split(b"\n")))
+            v = cls(set(joined.translate(_LETTER_TABLE).split()), lowered)
+            v._shapes = joined if len(joined) * _SHAPES_MAX_FRACTION <= len(lowered) else b""
+            return v
         letters = lowered.translate(_LETTER_TABLE)
         if letters.count(b"\n") * _DEDUPE_LINE_BYTES < len(letters):
             return cls(set(letters.split()))  # long lines (binary junk, one-line dumps): no repeats
@@ -244,8 +244,14 @@ class _Vocabulary:
         when its lines repeat, only its line shapes are built (the word tests add little to them)."""
         if lowered.count(b"\n") * _SHAPES_LINE_BYTES >= len(lowered):
             v = cls(None, lowered)  # type: ignore[arg-type]
-            if v.shapes():
+            joined = b"\n".join(set(lowered.translate(_SHAPE_TABLE).split(b"\n")))
+            if len(joined) * _SHAPES_MAX_FRACTION <= len(lowered):
+                v._shapes = joined
                 return v
+            # no fold: the words of the distinct shapes (as of_text, without splitting the lines again)
+            v.words = set(joined.translate(_LETTER_TABLE).split())
+            v._shapes = b""
+            return v
         return cls.of_text(lowered)
 
     def admits(self, needle: bytes) -> bool:
@@ -336,6 +342,35 @@ def _affix_key(run: bytes) -> int:
     return 6 if len(run) >= 6 else 4 if len(run) >= 4 else 0
 
 
+#: Keeps the upper-case ASCII letters, turns every other byte into a space (see :func:`_upper_witness`).
+_UPPER_TABLE = bytes(c if 65 <= c <= 90 else 32 for c in range(256))
+_UPPER_RUN_RE = re.compile(rb"[A-Z]+")
+#: The upper-case runs of a region are no evidence when there are more distinct ones than this
+#: (an upper-case log: the test would cost what the scans it saves do).
+_MAX_UPPER_RUNS = 2048
+_UPPER_WITNESSES: dict[bytes, tuple[bytes, ...]] = {}
+
+
+def _upper_witness(needle: bytes) -> tuple[bytes, ...]:
+    """What the *upper-case runs* of a text (maximal runs of ``A``-``Z``, case kept, each between
+    spaces in :meth:`TraceText.upper_admits`'s string) must hold where ``needle`` occurs as it is:
+    :func:`needle_witness`'s four tests for the upper-case alphabet, as substrings of
+    ``b" " + b" ".join(runs) + b" "`` (a run inside the needle is a whole run, `` RUN ``; one ending
+    the needle starts a run, `` RUN``; one starting it ends a run, ``RUN ``; the whole needle is
+    part of one).  Build output is mostly lower-case: a case-sensitive ``FAILED``, ``BUILD FAILED``
+    or ``[SC`` that the lower-cased vocabulary admits (``test_fail.py``) is dismissed here."""
+    got = _UPPER_WITNESSES.get(needle)
+    if got is None:
+        out = []
+        for m in _UPPER_RUN_RE.finditer(needle):
+            run = m.group()
+            out.append((b"" if m.start() == 0 else b" ") + run + (b"" if m.end() == len(needle) else b" "))
+        got = tuple(dict.fromkeys(out))
+        if len(_UPPER_WITNESSES) < 65536:
+            _UPPER_WITNESSES[needle] = got
+    return got
+
+
 class NeedleIndex:
     """A set of needles grouped by one cheap key test each, compiled once per taxonomy stage.
 
@@ -388,7 +423,8 @@ class TraceText:
     test is a necessary condition, so results are those of the plain search.
     """
 
-    __slots__ = ("raw", "_lower", "_lower_from", "_clean", "_lines", "_cands", "_vocab", "_live", "_older")
+    __slots__ = ("raw", "_lower", "_lower_from", "_clean", "_lines", "_cands", "_vocab", "_live", "_older",
+                 "_upper")
 
     def __init__(self, raw: bytes):
         self.raw = raw
@@ -405,6 +441,32 @@ class TraceText:
         self._live: dict[bytes, bool] = {}
         #: region start -> the word vocabulary of the part before VOCABULARY_BYTES (see live_needles)
         self._older: dict[int, _Vocabulary] | None = None
+        #: the upper-case runs of the last VOCABULARY_BYTES of raw (see upper_admits), b"": no evidence
+        self._upper: bytes | None = None
+
+    def upper_admits(self, needle: bytes) -> bool:
+        """May ``needle`` occur *as it is* (case-sensitively) wholly inside the last
+        :data:`VOCABULARY_BYTES`?  (``False``: certainly not; see :func:`_upper_witness`.)"""
+        wit = _upper_witness(needle)
+        if not wit:
+            return True
+        runs = self._upper
+        if runs is None:
+            vocab = self._vocabulary()
+            if vocab._text is None or vocab.shapes():
+                # Lines that fold into shapes (the shapes test already dismissed most needles) or no
+                # line structure (binary junk: upper-case runs everywhere): not worth building.
+                runs = self._upper = b""
+            else:
+                n = len(self.raw)
+                distinct = set(self.raw[max(0, n - VOCABULARY_BYTES):].translate(_UPPER_TABLE).split())
+                runs = self._upper = b" " + b" ".join(distinct) + b" " if len(distinct) <= _MAX_UPPER_RUNS else b""
+        if not runs:
+            return True
+        for w in wit:
+            if w not in runs:
+                return False
+        return True
 
     def live_needles(self, index: NeedleIndex, lo: int = 0) -> frozenset[bytes]:
         """The needles of ``index`` that may occur at or after ``lo`` (see :meth:`may_contain`).
@@ -533,6 +595,8 @@ class TraceText:
             # a needle absent from the vocabulary is not searched: as if scanned down to floor
             start = floor if self.may_contain(needle, floor) else end
             vstart = len(raw) - VOCABULARY_BYTES
+            if not ignore_case and start < end and floor >= vstart and not self.upper_admits(needle):
+                start = end  # its upper-case letters are not in the region as it has them
             if start < end and floor < vstart < end and not self.may_contain(needle, vstart):
                 # not in the vocabulary's part: search only what lies before it
                 end = min(end, vstart + len(needle) - 1)

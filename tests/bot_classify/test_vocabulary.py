@@ -149,3 +149,71 @@ def test_the_older_regions_vocabulary_never_dismisses_a_needle_that_occurs_there
             assert len(raw) - VOCABULARY_BYTES == len(pad) and raw[at:].startswith(needle)
             live = TraceText(raw).live_needles(index, lo=0)
             assert needle in live, (needle, back)
+
+
+# --- case-sensitive pre-check (upper-case runs) and words of non-folding text ------------------
+
+_CASED = st.sampled_from([b"a", b"B", b"AB", b"FAIL", b"ED", b"e", b"Err", b"or", b"x", b"9", b" ", b":", b"[",
+                          b"-", b"\n", b"\r", b"\x1b[31m", b"\xff", b"\x00", b"\xc3\x89", b"_"])
+cased_texts = st.lists(_CASED, min_size=1, max_size=200).map(b"".join)
+
+
+def _distinct_lines(k: int, line: bytes) -> bytes:
+    """``k`` lines of lower-case build output that do not fold into line shapes (a distinct word each),
+    as real output: the upper-case check is used only there."""
+    def word(i: int) -> bytes:
+        out = b""
+        while True:
+            out += bytes([97 + i % 26])
+            i //= 26
+            if not i:
+                return out
+    return b"".join(b"%s %s\n" % (word(i), line) for i in range(k))
+
+
+@settings(max_examples=400, deadline=None)
+@given(cased_texts, st.data(), st.integers(0, 3000))
+def test_the_upper_case_check_never_dismisses_a_needle_that_occurs(text, data, pad):
+    """A needle cut from the text as it is (mixed case, spanning lines, escape bytes) is admitted,
+    and a case-sensitive search finds it, however far into the vocabulary's region it lies."""
+    raw = _distinct_lines(pad, b"lower case build output, -Werror, test_fail.py") + text
+    i = data.draw(st.integers(0, len(text) - 1))
+    j = data.draw(st.integers(i + 1, min(len(text), i + 40)))
+    needle = text[i:j]
+    trace = TraceText(raw)
+    assert trace.upper_admits(needle)
+    at = len(raw) - len(text) + i
+    floor = data.draw(st.integers(max(0, len(raw) - VOCABULARY_BYTES), at))
+    assert any(k == raw.rfind(needle, floor) for k, _ in trace._candidates(needle, False, floor))
+
+
+def test_the_upper_case_check_dismisses_absent_upper_case_runs():
+    raw = _distinct_lines(50, b"gcc -Werror -c errors.c; tests/test_fail.py::test_x passed") + b"ERROR: Job failed: exit code 1\n"
+    trace = TraceText(raw)
+    assert not trace._vocabulary().shapes()
+    for needle in (b"FAILED", b"BUILD FAILED", b"[SC", b" FAILED **", b"rror MSB"):
+        assert needle not in raw and not trace.upper_admits(needle)
+        assert trace._candidates(needle, False, len(raw) - 4096) == []
+    for needle in (b"ERROR", b"ERROR: Job", b"error", b"Job failed", b"passed\nb gcc -Werror", b"1\n"):
+        assert needle in raw and trace.upper_admits(needle)
+    assert TraceText(raw).upper_admits(b"x")  # no upper-case letter: no evidence
+    # lines that fold into shapes: the shapes decide, the check is not built (no evidence)
+    assert TraceText(b"FAIL: x 1\n" * 200).upper_admits(b"FAILED")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"alpha", b"Beta9", b"gam-ma", b"x1", b" ", b"\n", b"\xff", b"12", b"DELTA"]),
+                min_size=1, max_size=400).map(b"".join))
+def test_vocabulary_words_and_shapes_are_those_of_the_text(text):
+    """Whether its lines fold or not, a vocabulary's words are the text's (lower-cased) letter runs,
+    and its shapes (when it keeps any) are its distinct line shapes."""
+    from retry_bot.classify.trace import _LETTER_TABLE, _SHAPE_TABLE, _Vocabulary
+    low = text.lower()
+    words = set(low.translate(_LETTER_TABLE).split())
+    distinct = set(low.translate(_SHAPE_TABLE).split(b"\n"))
+    for v in (_Vocabulary.of_text(low), _Vocabulary.of_region(low)):
+        if v.words is not None:
+            assert v.words == words
+        shapes = v.shapes() if v._text is not None else b""
+        if shapes:
+            assert set(shapes.split(b"\n")) == distinct
