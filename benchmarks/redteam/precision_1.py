@@ -1,11 +1,4 @@
-SS = 'section_start:1700000000:step_script\r\x1b[0KExecuting "step_script" stage of the job script\n'
-def job(cmd, body, code=1, after=True):
-    t = SS + f"\x1b[32;1m$ {cmd}\x1b[0;m\n" + body.strip("\n") + "\n"
-    t += "section_end:1700000100:step_script\r\x1b[0K\n"
-    if after:
-        t += "section_start:1700000100:cleanup_file_variables\r\x1b[0KCleaning up project directory and file based variables\nsection_end:1700000101:cleanup_file_variables\r\x1b[0K\n"
-    t += f"ERROR: Job failed: exit code {code}\n"
-    return t
+from . import job
 P = []
 def p(pid, want, cmd, body, code=1): P.append((pid, want, job(cmd, body, code)))
 

@@ -1,4 +1,4 @@
-from .precision_1 import job
+from . import job
 P = []
 def p(pid, want, cmd, body, code=1): P.append((pid, want, job(cmd, body, code)))
 p("gcc-MF-dir-missing", "build_error", "make",

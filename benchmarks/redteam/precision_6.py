@@ -1,4 +1,4 @@
-from .precision_1 import job
+from . import job
 P = []
 def p(pid, want, cmd, body, code=1): P.append((pid, want, job(cmd, body, code)))
 GS = 'section_start:1700000000:get_sources\r\x1b[0KGetting source from Git repository\n'

@@ -1,4 +1,4 @@
-from .precision_1 import SS
+from . import SS
 P = []
 def raw(pid, want, text, ec=None, fr="script_failure"): P.append((pid, want, text, ec, fr))
 CE = SS + """\x1b[32;1m$ make -j8\x1b[0;m
