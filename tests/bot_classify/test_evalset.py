@@ -64,6 +64,10 @@ HELDOUT_M = tomllib.loads((DATA / "heldout-m.toml").read_text("utf-8"))["case"]
 #: Scored blind once after the fourteenth pass (77.1 %), then read by the fifteenth: tuning data since (its
 #: format and disjointness are checked below, and it has a decision floor like the other read splits)
 HELDOUT_N = tomllib.loads((DATA / "heldout-n.toml").read_text("utf-8"))["case"]
+#: Sealed (the open blind splits, collected blind while the fifteenth pass read N, each audited against its
+#: sources): only their format and disjointness are checked here, never their verdicts
+HELDOUT_O = tomllib.loads((DATA / "heldout-o.toml").read_text("utf-8"))["case"]
+HELDOUT_P = tomllib.loads((DATA / "heldout-p.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -110,7 +114,7 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
     # any case of the other splits: each reuses no thread, excerpt or id of any earlier split
     for prefix, split, least in (("i-", HELDOUT_I, 80), ("j-", HELDOUT_J, 60), ("k-", HELDOUT_K, 50),
                                  ("l-", HELDOUT_L, 60), ("m-", HELDOUT_M, 60),
-                                 ("n-", HELDOUT_N, 60)):
+                                 ("n-", HELDOUT_N, 60), ("o-", HELDOUT_O, 60), ("p-", HELDOUT_P, 60)):
         assert len(split) >= least, prefix
         for c in split:
             assert c["id"].startswith(prefix) and c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
@@ -148,7 +152,7 @@ def test_score_script_runs_on_every_split(capsys):
     out = capsys.readouterr().out
     for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e", "heldout-f",
                   "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l", "heldout-m",
-                  "heldout-n"):
+                  "heldout-n", "heldout-o", "heldout-p"):
         assert out.count(split) >= 1 and "right" in out
 
 
