@@ -78,7 +78,8 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
           "heldout-i": DATA / "heldout-i.toml", "heldout-j": DATA / "heldout-j.toml",
           "heldout-k": DATA / "heldout-k.toml", "heldout-l": DATA / "heldout-l.toml",
           "heldout-m": DATA / "heldout-m.toml", "heldout-n": DATA / "heldout-n.toml",
-          "heldout-o": DATA / "heldout-o.toml", "heldout-p": DATA / "heldout-p.toml"}
+          "heldout-o": DATA / "heldout-o.toml", "heldout-p": DATA / "heldout-p.toml",
+          "heldout-q": DATA / "heldout-q.toml"}
 #: Splits whose per-case misses must not be read while rules are being written (held-out B, scored
 #: once at 20a0100, C, scored once at a16d87a, D, scored once at 5c6641f, and E, scored before and
 #: after the fourth pass, were read afterwards: they are tuning data since; F, G and H, collected

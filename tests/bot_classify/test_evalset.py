@@ -68,6 +68,7 @@ HELDOUT_N = tomllib.loads((DATA / "heldout-n.toml").read_text("utf-8"))["case"]
 #: sources): only their format and disjointness are checked here, never their verdicts
 HELDOUT_O = tomllib.loads((DATA / "heldout-o.toml").read_text("utf-8"))["case"]
 HELDOUT_P = tomllib.loads((DATA / "heldout-p.toml").read_text("utf-8"))["case"]
+HELDOUT_Q = tomllib.loads((DATA / "heldout-q.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -114,7 +115,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
     # any case of the other splits: each reuses no thread, excerpt or id of any earlier split
     for prefix, split, least in (("i-", HELDOUT_I, 80), ("j-", HELDOUT_J, 60), ("k-", HELDOUT_K, 50),
                                  ("l-", HELDOUT_L, 60), ("m-", HELDOUT_M, 60),
-                                 ("n-", HELDOUT_N, 60), ("o-", HELDOUT_O, 60), ("p-", HELDOUT_P, 60)):
+                                 ("n-", HELDOUT_N, 60), ("o-", HELDOUT_O, 60), ("p-", HELDOUT_P, 60),
+                                 ("q-", HELDOUT_Q, 60)):
         assert len(split) >= least, prefix
         for c in split:
             assert c["id"].startswith(prefix) and c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
@@ -152,7 +154,7 @@ def test_score_script_runs_on_every_split(capsys):
     out = capsys.readouterr().out
     for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e", "heldout-f",
                   "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l", "heldout-m",
-                  "heldout-n", "heldout-o", "heldout-p"):
+                  "heldout-n", "heldout-o", "heldout-p", "heldout-q"):
         assert out.count(split) >= 1 and "right" in out
 
 
