@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from retry_bot.classify.trace import clean_line
 from runner_wrapper.record import UsageRecord
 
-__all__ = ["Structure", "analyse", "signal_of", "drop_post_failure_output", "POST_FAILURE_SECTIONS",
+__all__ = ["Structure", "analyse", "signal_of", "drop_post_failure_output", "drop_post_failure_output_and_markers",
+           "POST_FAILURE_SECTIONS",
            "HELPER_SECTIONS", "AFTER_FAILURE_OUTPUT_SECTIONS"]
 
 #: Sections the runner runs after the failure (or always at the end): they never hold its cause.
@@ -129,15 +130,17 @@ class Structure:
         return "; ".join(parts)
 
 
-def analyse(raw: bytes) -> Structure:
+def analyse(raw: bytes, markers: bool = True) -> Structure:
     """Structural evidence of one raw trace tail (section markers still in it).
 
     Searches backwards from the end with ``bytes.rfind`` (no regex over the whole tail): this
     runs for every job that reaches the fallback, so it stays in the tens of microseconds.
+    ``markers=False`` says that ``raw`` holds no ``section_start:`` (the caller searched already,
+    :func:`drop_post_failure_output_and_markers`): the 256 KiB search for the last one is skipped.
     """
     section = source = None
-    end = len(raw)
-    while True:
+    end = len(raw) if markers else -1
+    while end >= 0:
         i = raw.rfind(b"section_start:", 0, end)
         if i < 0:
             break
@@ -156,16 +159,23 @@ def analyse(raw: bytes) -> Structure:
             if i > best and name not in POST_FAILURE_SECTIONS:
                 best, section, source = i, name, "header"
     last_cmd = None
-    # plain "$ cmd" lines (quoted logs) or the runner's green echo "\x1b[32;1m$ cmd\x1b[0;m"
-    i = tail.rfind(b"\n$ ")
-    j = tail.rfind(b"[32;1m$ ")
-    start = j + 6 if j > i else (i + 1 if i >= 0 or tail.startswith(b"$ ") else -1)
-    if start >= 0:
-        m = _COMMAND.match(tail, start)
-        if m is not None:
-            last_cmd = clean_line(m.group(1)).decode("utf-8", "replace").strip() or None
+    # plain "$ cmd" lines (quoted logs) or the runner's green echo "\x1b[32;1m$ cmd\x1b[0;m"; both hold
+    # "$ ", searched once first (one scan instead of two where no script line was echoed)
+    k = tail.rfind(b"$ ")
+    if k >= 0:
+        i = tail.rfind(b"\n$ ", 0, k + 2)
+        j = tail.rfind(b"[32;1m$ ", 0, k + 2)
+        start = j + 6 if j > i else (i + 1 if i >= 0 or tail.startswith(b"$ ") else -1)
+        if start >= 0:
+            m = _COMMAND.match(tail, start)
+            if m is not None:
+                last_cmd = clean_line(m.group(1)).decode("utf-8", "replace").strip() or None
     last = tail[-4096:]
-    verdict = b"Job failed" in last and bool(_RUNNER_VERDICT.search(last))
+    verdict = False
+    if b"Job failed" in last:
+        # A match starts on the last non-blank line (what follows it is blank to the end): search from there.
+        q = len(last.rstrip())
+        verdict = bool(_RUNNER_VERDICT.search(last, last.rfind(b"\n", 0, q) + 1))
     return Structure(section, source, verdict, last_cmd)
 
 
@@ -181,8 +191,15 @@ def drop_post_failure_output(raw: bytes) -> bytes:
     ``ERROR: Job failed ...`` line, ``upload_artifacts_on_success``) stays.  Returns ``raw`` itself
     when there is nothing to drop (the common case costs a few ``bytes.find`` calls).
     """
+    return drop_post_failure_output_and_markers(raw)[0]
+
+
+def drop_post_failure_output_and_markers(raw: bytes) -> tuple[bytes, bool]:
+    """:func:`drop_post_failure_output`, and whether ``raw`` holds a ``section_start:`` marker at all
+    (when it does not, neither does the result: :func:`analyse` with ``markers=False`` skips its search)."""
     spans: list[tuple[int, int]] = []
-    if b"section_start:" in raw:
+    markers = b"section_start:" in raw
+    if markers:
         for m in _after_failure_markers(raw):
             body = raw.find(b"\n", m.end()) + 1
             if body <= 0:
@@ -208,7 +225,7 @@ def drop_post_failure_output(raw: bytes) -> bytes:
             if end > body + 1:
                 spans.append((body + 1, end))
     if not spans:
-        return raw
+        return raw, markers
     spans.sort()
     out, at = [], 0
     for a, b in spans:
@@ -219,7 +236,7 @@ def drop_post_failure_output(raw: bytes) -> bytes:
         out.append(raw[at:a])
         at = b
     out.append(raw[at:])
-    return b"".join(out)
+    return b"".join(out), markers
 
 
 def _after_failure_markers(raw: bytes) -> list[re.Match[bytes]]:
