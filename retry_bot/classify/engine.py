@@ -101,7 +101,7 @@ class _Context:
     @property
     def structure(self) -> Structure:
         if self._structure is None:
-            self._structure = analyse(self.trace.raw, self.markers)
+            self._structure = analyse(self.trace.raw, self.markers, self.trace.may_occur)
         return self._structure
 
     def exit_code(self) -> tuple[int | None, str | None]:

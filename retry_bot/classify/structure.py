@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 import signal as _signal
 from dataclasses import dataclass
+from typing import Callable
 
 from retry_bot.classify.trace import clean_line
 from runner_wrapper.record import UsageRecord
@@ -130,13 +131,16 @@ class Structure:
         return "; ".join(parts)
 
 
-def analyse(raw: bytes, markers: bool = True) -> Structure:
+def analyse(raw: bytes, markers: bool = True, may_occur: Callable[[bytes, int], bool] | None = None) -> Structure:
     """Structural evidence of one raw trace tail (section markers still in it).
 
     Searches backwards from the end with ``bytes.rfind`` (no regex over the whole tail): this
     runs for every job that reaches the fallback, so it stays in the tens of microseconds.
     ``markers=False`` says that ``raw`` holds no ``section_start:`` (the caller searched already,
     :func:`drop_post_failure_output_and_markers`): the 256 KiB search for the last one is skipped.
+    ``may_occur(needle, lo)``: ``False`` only when ``needle`` certainly does not occur wholly inside
+    ``raw[lo:]`` (the classifier's :meth:`~retry_bot.classify.trace.TraceText.may_occur`, a necessary
+    condition): a runner header it rules out is not searched for.
     """
     section = source = None
     end = len(raw) if markers else -1
@@ -154,7 +158,10 @@ def analyse(raw: bytes, markers: bool = True) -> Structure:
     tail = raw[-_END_BYTES:]
     if section is None:
         best = -1
+        lo = len(raw) - len(tail)
         for needle, name in _HEADERS:
+            if may_occur is not None and not may_occur(needle, lo):
+                continue  # rfind would return -1
             i = tail.rfind(needle, best + 1)
             if i > best and name not in POST_FAILURE_SECTIONS:
                 best, section, source = i, name, "header"

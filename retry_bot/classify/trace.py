@@ -547,6 +547,26 @@ class TraceText:
             self._live[needle] = live
         return live
 
+    def may_occur(self, needle: bytes, lo: int) -> bool:
+        """``False`` when ``needle`` (case-sensitive) certainly does not occur wholly inside ``raw[lo:]``.
+
+        A necessary condition built from what the stages have built already: an occurrence starting
+        in the vocabulary's part must pass its tests and :meth:`upper_admits`; one starting before it
+        must pass the older region's vocabulary when there is one for ``lo`` (it covers
+        :data:`_OVERLAP_BYTES` of the vocabulary's part), else the lower-cased bytes are searched
+        (``lo`` within :data:`LOWERED_BYTES` of the end: those are already there)."""
+        n = len(self.raw)
+        vstart = n - VOCABULARY_BYTES
+        if self.may_contain(needle, max(lo, vstart)) and self.upper_admits(needle):
+            return True
+        if lo >= vstart:
+            return False
+        older = self._older.get(lo) if self._older is not None else None
+        if older is not None and len(needle) < _OVERLAP_BYTES:
+            return older.admits(needle)
+        low, off = self._lowered(lo)
+        return low.find(needle.lower(), lo - off, vstart + len(needle) - 1 - off) >= 0
+
     def _lowered(self, lo: int) -> tuple[bytes, int]:
         """The lower-cased trace from ``lo`` on (computed once per suffix), and its offset."""
         if self._lower is None or lo < self._lower_from:
