@@ -256,27 +256,28 @@ class _Vocabulary:
 
     def admits(self, needle: bytes) -> bool:
         """May ``needle`` occur in the text?  (``False``: certainly not.)"""
+        plan = _PLANS.get(needle)
+        if plan is None:
+            plan = _admit_plan(needle)
+        shape, whole, affixes, parts = plan
         if self._text is not None:
             # the line shapes first: one C-level substring test, and the strongest of the tests
             shapes = self._shapes if self._shapes is not None else self.shapes()
             # (a needle spanning lines is no evidence: the distinct lines are kept, not their order)
-            if shapes and b"\n" not in needle and _shape(needle) not in shapes:
+            if shapes and shape is not None and shape not in shapes:
                 return False
             if self.words is None:  # a region's shapes only (of_region)
                 return True
-        whole, starts, ends, parts = _witness(needle)
         if whole and not self.words.issuperset(whole):
             return False
-        for w in starts:
-            k = _affix_key(w)
-            if k and w[:k] not in self.affixes(k):
-                return False
-        for w in ends:
-            k = _affix_key(w)
-            if k and w[-k:] not in self.affixes(-k):
-                return False
+        if affixes:
+            sets = self._affixes
+            for k, key in affixes:
+                got = sets.get(k)
+                if key not in (got if got is not None else self.affixes(k)):
+                    return False
         if parts:
-            joined = self.joined()
+            joined = self._joined if self._joined is not None else self.joined()
             for w in parts:
                 if w not in joined:
                     return False
@@ -335,6 +336,23 @@ def _shape(needle: bytes) -> bytes:
         if len(_SHAPES) < 65536:
             _SHAPES[needle] = got
     return got
+
+
+_PLANS: dict[bytes, tuple[bytes | None, tuple[bytes, ...], tuple[tuple[int, bytes], ...], tuple[bytes, ...]]] = {}
+
+
+def _admit_plan(needle: bytes) -> tuple[bytes | None, tuple[bytes, ...], tuple[tuple[int, bytes], ...], tuple[bytes, ...]]:
+    """:meth:`_Vocabulary.admits`'s tests for ``needle``, worked out once: its shape (None when it
+    spans lines), the whole words, ``(k, affix)`` for each word start (``k > 0``, its first ``k``
+    letters) and word end (``k < 0``, its last ``-k``) long enough to test, in that order, and the
+    parts (see :func:`needle_witness`)."""
+    whole, starts, ends, parts = _witness(needle)
+    affixes = [(k, w[:k]) for w in starts for k in (_affix_key(w),) if k]
+    affixes += [(-k, w[-k:]) for w in ends for k in (_affix_key(w),) if k]
+    plan = (None if b"\n" in needle else _shape(needle), whole, tuple(affixes), parts)
+    if len(_PLANS) < 65536:
+        _PLANS[needle] = plan
+    return plan
 
 
 def _affix_key(run: bytes) -> int:
