@@ -389,6 +389,27 @@ def _upper_witness(needle: bytes) -> tuple[bytes, ...]:
     return got
 
 
+#: An anchor's occurrences are listed only while there are at most this many (else: scans).
+_ANCHOR_MAX = 64
+_ANCHOR_RE = re.compile(rb"[a-z]{3,}")
+_ANCHORS: dict[bytes, tuple[bytes, int] | None] = {}
+
+
+def _anchor(needle: bytes) -> tuple[bytes, int] | None:
+    """The needle's *anchor* for :meth:`TraceText._anchor_rfind`: its longest run of 3 or more
+    ASCII letters, lower-cased (the first of equal length), and its offset; None without one."""
+    got = _ANCHORS.get(needle, False)
+    if got is False:
+        best = None
+        for m in _ANCHOR_RE.finditer(needle.lower()):
+            if best is None or len(m.group()) > len(best[0]):
+                best = (m.group(), m.start())
+        got = best
+        if len(_ANCHORS) < 65536:
+            _ANCHORS[needle] = got
+    return got  # type: ignore[return-value]
+
+
 class NeedleIndex:
     """A set of needles grouped by one cheap key test each, compiled once per taxonomy stage.
 
@@ -442,7 +463,7 @@ class TraceText:
     """
 
     __slots__ = ("raw", "_lower", "_lower_from", "_clean", "_lines", "_cands", "_vocab", "_live", "_older",
-                 "_upper")
+                 "_upper", "_anchors")
 
     def __init__(self, raw: bytes):
         self.raw = raw
@@ -461,6 +482,9 @@ class TraceText:
         self._older: dict[int, _Vocabulary] | None = None
         #: the upper-case runs of the last VOCABULARY_BYTES of raw (see upper_admits), b"": no evidence
         self._upper: bytes | None = None
+        #: anchor -> how often it was asked for (int), or its occurrences in the vocabulary's part,
+        #: newest first (list), or None when there are too many (see _anchor_rfind)
+        self._anchors: dict[bytes, int | list[int] | None] | None = None
 
     def upper_admits(self, needle: bytes) -> bool:
         """May ``needle`` occur *as it is* (case-sensitively) wholly inside the last
@@ -642,18 +666,77 @@ class TraceText:
                 hay, off = self._lowered(floor)
             else:
                 hay, off = raw, 0
+            anchor = _anchor(needle) if start >= vstart else None
             while len(found) < MAX_LINES_PER_NEEDLE:
-                i = hay.rfind(needle, start - off, end - off) if start < end else -1
+                if start >= end:
+                    i = -1
+                elif anchor is not None:
+                    i = self._anchor_rfind(needle, anchor, hay, off, start, end)
+                    if i == -2:  # no anchor index (yet): the plain scan
+                        anchor = None
+                        i = hay.rfind(needle, start - off, end - off)
+                        i = i + off if i >= 0 else -1
+                else:
+                    i = hay.rfind(needle, start - off, end - off)
+                    i = i + off if i >= 0 else -1
                 if i < 0:
                     # an occurrence straddling ``floor`` is found by the next, lower scan
                     end = min(end, floor + len(needle) - 1)
                     break
-                i += off
                 ls = raw.rfind(b"\n", 0, i) + 1
                 found.append((i, ls))
                 end = ls
             ent[0] = end
         return found
+
+    def _anchor_rfind(self, needle: bytes, anchor: tuple[bytes, int], hay: bytes, off: int, start: int,
+                      end: int) -> int:
+        """``hay.rfind(needle)`` for an occurrence wholly inside ``[start, end)`` (absolute offsets,
+        ``start`` in the vocabulary's part; ``hay`` is the raw trace, or the lower-cased one from
+        ``off`` for a lower-case needle), answered from the occurrences of the needle's *anchor*
+        (a lower-case word of it, at offset ``d``; see :func:`_anchor`) in the lower-cased
+        vocabulary's part: wherever the needle occurs, in any case, its anchor occurs ``d`` bytes
+        further on.  Case variants (``error``, ``Error:``, ``ERROR``, ``: error``) share one list
+        instead of one scan each.  The list is built on an anchor's second request (a single needle
+        would gain nothing), and not kept when the anchor occurs more than :data:`_ANCHOR_MAX` times;
+        -2: no list, scan."""
+        word, d = anchor
+        anchors = self._anchors
+        if anchors is None:
+            anchors = self._anchors = {}
+        occ = anchors.get(word, 0)
+        if type(occ) is int:
+            if occ == 0:
+                anchors[word] = 1
+                return -2
+            n = len(self.raw)
+            vlo = max(0, n - VOCABULARY_BYTES)
+            low, loff = self._lowered(vlo)
+            occ = []
+            e = n - loff
+            step = len(word) - 1  # occurrences may overlap
+            while True:
+                q = low.rfind(word, vlo - loff, e)
+                if q < 0:
+                    break
+                if len(occ) == _ANCHOR_MAX:
+                    occ = None
+                    break
+                occ.append(q + loff)
+                e = q + step
+            anchors[word] = occ
+        if occ is None:
+            return -2
+        last = end - len(needle)
+        for q in occ:  # newest first
+            p = q - d
+            if p > last:
+                continue
+            if p < start:
+                break
+            if hay.startswith(needle, p - off):
+                return p
+        return -1
 
     def occurs(self, needle: bytes, ignore_case: bool, lo: int, hi: int) -> bool:
         """Does :meth:`last_match` with ``needle`` have a line to try in ``[lo, hi)``?  (An occurrence
