@@ -89,6 +89,8 @@ _HEADERS: tuple[tuple[bytes, str], ...] = (
 )
 _COMMAND = re.compile(rb"\$ ([^\r\n]{1,300})")
 _RUNNER_VERDICT = re.compile(rb"(?m)^(?:ERROR|WARNING): Job failed[^\r\n]*\s*\Z")
+#: :func:`analyse` looks at this many of the last ``$ `` occurrences one by one before searching.
+_DOLLAR_WALK = 16
 #: Only this much of the end is searched for the verdict and the last command.
 _END_BYTES = 64 * 1024
 
@@ -170,9 +172,22 @@ def analyse(raw: bytes, markers: bool = True, may_occur: Callable[[bytes, int], 
     # "$ ", searched once first (one scan instead of two where no script line was echoed)
     k = tail.rfind(b"$ ")
     if k >= 0:
-        i = tail.rfind(b"\n$ ", 0, k + 2)
-        j = tail.rfind(b"[32;1m$ ", 0, k + 2)
-        start = j + 6 if j > i else (i + 1 if i >= 0 or tail.startswith(b"$ ") else -1)
+        # The two forms cannot overlap, so the command starts after the latest "$ " that follows a
+        # newline or the colour code: walk back over the last few "$ ", else search for each form.
+        start = -1
+        for _ in range(_DOLLAR_WALK):
+            if tail[k - 1:k] == b"\n" or (k >= 6 and tail.startswith(b"[32;1m", k - 6)):
+                start = k
+                break
+            k = tail.rfind(b"$ ", 0, k + 1)
+            if k < 0:
+                break
+        else:
+            i = tail.rfind(b"\n$ ", 0, k + 2)
+            j = tail.rfind(b"[32;1m$ ", 0, k + 2)
+            start = j + 6 if j > i else (i + 1 if i >= 0 else -1)
+        if start < 0 and tail.startswith(b"$ "):
+            start = 0
         if start >= 0:
             m = _COMMAND.match(tail, start)
             if m is not None:
