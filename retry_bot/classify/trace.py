@@ -221,6 +221,12 @@ class _Vocabulary:
     @classmethod
     def of_text(cls, lowered: bytes) -> "_Vocabulary":
         if lowered.count(b"\n") * _SHAPES_LINE_BYTES >= len(lowered):
+            if _distinct_lines(lowered):
+                # Real output: its lines will not fold into shapes (no shape evidence either way), so
+                # the words straight from the text, without de-duplicating its lines first.
+                v = cls(set(lowered.translate(_LETTER_TABLE).split()), lowered)
+                v._shapes = b""
+                return v
             # The distinct line shapes hold every distinct line with its letters as they are
             # (lower-case) and digits as "0", a non-letter like the digits: the same words, from a
             # fraction of the text.  When they do not fold (real output), they are no shape evidence
@@ -245,6 +251,10 @@ class _Vocabulary:
         when its lines repeat, only its line shapes are built (the word tests add little to them)."""
         if lowered.count(b"\n") * _SHAPES_LINE_BYTES >= len(lowered):
             v = cls(None, lowered)  # type: ignore[arg-type]
+            if _distinct_lines(lowered):  # (as in of_text)
+                v.words = set(lowered.translate(_LETTER_TABLE).split())
+                v._shapes = b""
+                return v
             joined = b"\n".join(set(lowered.translate(_SHAPE_TABLE).split(b"\n")))
             if len(joined) * _SHAPES_MAX_FRACTION <= len(lowered):
                 v._shapes = joined
@@ -327,6 +337,20 @@ _SHAPES_MAX_FRACTION = 3
 #: :meth:`_Vocabulary.of_region` tries line shapes alone when lines average at most this many bytes.
 _SHAPES_LINE_BYTES = 128
 _SHAPES: dict[bytes, bytes] = {}
+
+
+#: :func:`_distinct_lines` looks at this many bytes from the start of a text.
+_FOLD_SAMPLE = 4096
+
+
+def _distinct_lines(lowered: bytes) -> bool:
+    """Do the first :data:`_FOLD_SAMPLE` bytes of ``lowered`` hold at least 8 lines, nearly all of
+    distinct shapes?  Then the text's lines will not fold either (real build output names a file or
+    module on every line): :meth:`_Vocabulary.of_text` skips the line shapes.  A guess about speed
+    only: shapes or none, every test stays a necessary condition.  The start, not the end: a failure
+    excerpt at the end of repetitive output does not fold but the output before it does."""
+    lines = lowered[:_FOLD_SAMPLE].translate(_SHAPE_TABLE).split(b"\n")
+    return len(lines) >= 8 and len(set(lines)) * 8 >= len(lines) * 7
 
 
 def _shape(needle: bytes) -> bytes:
