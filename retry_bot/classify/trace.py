@@ -544,16 +544,28 @@ class TraceText:
         vstart = len(self.raw) - VOCABULARY_BYTES
         if lo < vstart:
             low, off = self._lowered(lo)
-            live, older = [], []
-            for n in index.needles:
-                (live if self.may_contain(n, vstart) else older).append(n)
+            # those the vocabulary admits (the group tests below, then may_contain's, cached)
+            main = self.live_needles(index, vstart)
+            live = list(main)
+            older = [n for n in index.needles if n not in main]
             if len(older) >= _OLDER_VOCABULARY_MIN:
                 # Many needles to look for in the older part: its own word vocabulary (built once per
                 # region) dismisses most of them for less than their substring scans would cost.  An
                 # occurrence starting before vstart ends before vstart + _OVERLAP_BYTES (longer needles
                 # are always scanned), so it lies wholly in the region the vocabulary covers.
                 vocab = self._older_vocabulary(lo, vstart)
-                older = [n for n in older if len(n) >= _OVERLAP_BYTES or vocab.admits(n)]
+                if vocab.words is None:  # line shapes only
+                    older = [n for n in older if len(n) >= _OVERLAP_BYTES or vocab.admits(n)]
+                else:
+                    # as below: a needle whose key is not among the region's words cannot pass admits
+                    pending = set(older)
+                    maybe = [n for n in index.keyless if n in pending]
+                    for k, group in index.groups.items():
+                        for key in (vocab.words if k == 0 else vocab.affixes(k)).intersection(group):
+                            maybe.extend(n for n in group[key] if n in pending)
+                    keep = {n for n in maybe if len(n) < _OVERLAP_BYTES and vocab.admits(n)}
+                    keep.update(n for n in older if len(n) >= _OVERLAP_BYTES)
+                    older = [n for n in older if n in keep]
             live.extend(n for n in older if low.find(n.lower(), lo - off, vstart + len(n) - 1 - off) >= 0)
             return frozenset(live)
         vocab = self._vocabulary()
