@@ -69,6 +69,12 @@ def _plain_candidates(raw: bytes, needle: bytes, ignore_case: bool, floor: int) 
     return out
 
 
+def test_real_like_text_takes_the_direct_path_and_repetitive_text_does_not():
+    assert _distinct_lines(_real_like(random.Random(3), 20000).lower())
+    assert not _distinct_lines(b"".join(b"[ %d%%] Building CXX object src/f%d.o\n" % (i % 100, i) for i in range(900)))
+    assert not _distinct_lines(b"one long line " * 400)
+
+
 def test_anchor_is_the_longest_lower_case_word():
     assert _anchor(b"ERROR: Job failed: canceled") == (b"canceled", 19)
     assert _anchor(b"Error 137") == (b"error", 0)
@@ -107,11 +113,11 @@ def test_vocabulary_of_lines_that_do_not_fold(seed, size, data):
     admitted, by the vocabulary and by the older region's."""
     text = _real_like(random.Random(seed), size)
     low = text.lower()
-    assert _distinct_lines(low)
     full, region = _Vocabulary.of_text(low), _Vocabulary.of_region(low)
     plain = set(low.translate(_LETTER_TABLE).split())
     assert full.words == plain and region.words == plain
-    assert not full.shapes()
+    if _distinct_lines(low):  # (a short text of a few long lines may not have the 8 lines it needs)
+        assert not full.shapes()
     for _ in range(25):
         a = data.draw(st.integers(0, len(text) - 1))
         needle = text[a:data.draw(st.integers(a + 1, min(len(text), a + 40)))]
