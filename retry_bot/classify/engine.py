@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, replace
 
 from retry_bot.classify.learned import ELIGIBLE_STAGES, ModelUnavailable, consult, default_model
-from retry_bot.classify.structure import (Structure, analyse, drop_post_failure_output, record_covers_failure,
-                                          signal_name, signal_of)
+from retry_bot.classify.structure import (Structure, analyse, drop_post_failure_output_and_markers,
+                                          record_covers_failure, signal_name, signal_of)
 from retry_bot.classify.taxonomy import Pattern, Rule, Taxonomy
 from retry_bot.classify.trace import DEFAULT_TAIL_BYTES, NeedleIndex, TraceText
 from retry_bot.model import Classification, Family, JobFacts
@@ -70,11 +70,13 @@ class _Hit:
 
 class _Context:
     __slots__ = ("facts", "trace", "record", "notes", "reason", "status", "_exit", "_exit_src", "_structure",
-                 "no_oom_stage", "demoted")
+                 "no_oom_stage", "demoted", "markers")
 
-    def __init__(self, facts: JobFacts, trace: TraceText, record: UsageRecord | None):
+    def __init__(self, facts: JobFacts, trace: TraceText, record: UsageRecord | None, markers: bool = True):
         self.facts = facts
         self.trace = trace
+        #: False: the trace holds no ``section_start:`` marker (already searched; see structure.analyse)
+        self.markers = markers
         self.notes: list[str] = []
         if record is not None and facts.job_id and record.job.id and record.job.id != facts.job_id:
             self.notes.append(f"usage record ignored: it is for job {record.job.id}, not {facts.job_id}")
@@ -99,7 +101,7 @@ class _Context:
     @property
     def structure(self) -> Structure:
         if self._structure is None:
-            self._structure = analyse(self.trace.raw)
+            self._structure = analyse(self.trace.raw, self.markers, self.trace.may_occur)
         return self._structure
 
     def exit_code(self) -> tuple[int | None, str | None]:
@@ -367,8 +369,8 @@ def classify(facts: JobFacts, trace_tail: bytes, taxonomy: Taxonomy,
     if isinstance(trace_tail, str):  # tolerate decoded traces
         trace_tail = trace_tail.encode("utf-8", "replace")
     # the output of after_script and the *_on_failure stages never decides (structure module docstring)
-    raw = drop_post_failure_output(bytes(trace_tail or b"")[-DEFAULT_TAIL_BYTES:])
-    ctx = _Context(facts, TraceText(raw), record)
+    raw, markers = drop_post_failure_output_and_markers(bytes(trace_tail or b"")[-DEFAULT_TAIL_BYTES:])
+    ctx = _Context(facts, TraceText(raw), record, markers)
     n = len(raw)
     for stage in taxonomy.stages:
         rules = taxonomy.rules_by_stage.get(stage.name, ())

@@ -218,6 +218,9 @@ class LearnedModel:
         #: Per class: feature -> log P(feature | class).
         self.by_class: tuple[dict[str, float], ...] = tuple(
             {f: float(w[c]) for f, w in weights.items()} for c in range(k))
+        #: feature -> its log P(feature | class) for every class, in class order (one lookup per
+        #: feature in :meth:`predict` instead of one per feature and class)
+        self.rows: dict[str, tuple[float, ...]] = {f: tuple(float(x) for x in w) for f, w in weights.items()}
         self.vocabulary = frozenset(weights)
         #: The plain words of the vocabulary (as features, and as the trace's word set holds them).
         self.word_features = frozenset(f for f in weights if f[0].isalpha() and ":" not in f)
@@ -255,11 +258,14 @@ class LearnedModel:
         known = self.vocabulary.intersection(feats)
         banned = set(exclude)
         scores = []
-        for c, table in enumerate(self.by_class):
+        # the known features' weights, one column per class (fsum is exactly rounded: the order of
+        # the set does not matter)
+        cols = tuple(zip(*map(self.rows.__getitem__, known))) or ((),) * len(self.classes)
+        for c in range(len(self.classes)):
             if self.classes[c] in banned:
                 scores.append(-math.inf)
                 continue
-            scores.append(self.log_prior[c] + math.fsum(map(table.__getitem__, known)))
+            scores.append(self.log_prior[c] + math.fsum(cols[c]))
         top = max(scores)
         exps = [math.exp(s - top) if s != -math.inf else 0.0 for s in scores]
         total = sum(exps)

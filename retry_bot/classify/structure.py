@@ -37,11 +37,13 @@ from __future__ import annotations
 import re
 import signal as _signal
 from dataclasses import dataclass
+from typing import Callable
 
 from retry_bot.classify.trace import clean_line
 from runner_wrapper.record import UsageRecord
 
-__all__ = ["Structure", "analyse", "signal_of", "drop_post_failure_output", "POST_FAILURE_SECTIONS",
+__all__ = ["Structure", "analyse", "signal_of", "drop_post_failure_output", "drop_post_failure_output_and_markers",
+           "POST_FAILURE_SECTIONS",
            "HELPER_SECTIONS", "AFTER_FAILURE_OUTPUT_SECTIONS"]
 
 #: Sections the runner runs after the failure (or always at the end): they never hold its cause.
@@ -87,6 +89,8 @@ _HEADERS: tuple[tuple[bytes, str], ...] = (
 )
 _COMMAND = re.compile(rb"\$ ([^\r\n]{1,300})")
 _RUNNER_VERDICT = re.compile(rb"(?m)^(?:ERROR|WARNING): Job failed[^\r\n]*\s*\Z")
+#: :func:`analyse` looks at this many of the last ``$ `` occurrences one by one before searching.
+_DOLLAR_WALK = 16
 #: Only this much of the end is searched for the verdict and the last command.
 _END_BYTES = 64 * 1024
 
@@ -129,15 +133,20 @@ class Structure:
         return "; ".join(parts)
 
 
-def analyse(raw: bytes) -> Structure:
+def analyse(raw: bytes, markers: bool = True, may_occur: Callable[[bytes, int], bool] | None = None) -> Structure:
     """Structural evidence of one raw trace tail (section markers still in it).
 
     Searches backwards from the end with ``bytes.rfind`` (no regex over the whole tail): this
     runs for every job that reaches the fallback, so it stays in the tens of microseconds.
+    ``markers=False`` says that ``raw`` holds no ``section_start:`` (the caller searched already,
+    :func:`drop_post_failure_output_and_markers`): the 256 KiB search for the last one is skipped.
+    ``may_occur(needle, lo)``: ``False`` only when ``needle`` certainly does not occur wholly inside
+    ``raw[lo:]`` (the classifier's :meth:`~retry_bot.classify.trace.TraceText.may_occur`, a necessary
+    condition): a runner header it rules out is not searched for.
     """
     section = source = None
-    end = len(raw)
-    while True:
+    end = len(raw) if markers else -1
+    while end >= 0:
         i = raw.rfind(b"section_start:", 0, end)
         if i < 0:
             break
@@ -151,21 +160,44 @@ def analyse(raw: bytes) -> Structure:
     tail = raw[-_END_BYTES:]
     if section is None:
         best = -1
+        lo = len(raw) - len(tail)
         for needle, name in _HEADERS:
+            if may_occur is not None and not may_occur(needle, lo):
+                continue  # rfind would return -1
             i = tail.rfind(needle, best + 1)
             if i > best and name not in POST_FAILURE_SECTIONS:
                 best, section, source = i, name, "header"
     last_cmd = None
-    # plain "$ cmd" lines (quoted logs) or the runner's green echo "\x1b[32;1m$ cmd\x1b[0;m"
-    i = tail.rfind(b"\n$ ")
-    j = tail.rfind(b"[32;1m$ ")
-    start = j + 6 if j > i else (i + 1 if i >= 0 or tail.startswith(b"$ ") else -1)
-    if start >= 0:
-        m = _COMMAND.match(tail, start)
-        if m is not None:
-            last_cmd = clean_line(m.group(1)).decode("utf-8", "replace").strip() or None
+    # plain "$ cmd" lines (quoted logs) or the runner's green echo "\x1b[32;1m$ cmd\x1b[0;m"; both hold
+    # "$ ", searched once first (one scan instead of two where no script line was echoed)
+    k = tail.rfind(b"$ ")
+    if k >= 0:
+        # The two forms cannot overlap, so the command starts after the latest "$ " that follows a
+        # newline or the colour code: walk back over the last few "$ ", else search for each form.
+        start = -1
+        for _ in range(_DOLLAR_WALK):
+            if tail[k - 1:k] == b"\n" or (k >= 6 and tail.startswith(b"[32;1m", k - 6)):
+                start = k
+                break
+            k = tail.rfind(b"$ ", 0, k + 1)
+            if k < 0:
+                break
+        else:
+            i = tail.rfind(b"\n$ ", 0, k + 2)
+            j = tail.rfind(b"[32;1m$ ", 0, k + 2)
+            start = j + 6 if j > i else (i + 1 if i >= 0 else -1)
+        if start < 0 and tail.startswith(b"$ "):
+            start = 0
+        if start >= 0:
+            m = _COMMAND.match(tail, start)
+            if m is not None:
+                last_cmd = clean_line(m.group(1)).decode("utf-8", "replace").strip() or None
     last = tail[-4096:]
-    verdict = b"Job failed" in last and bool(_RUNNER_VERDICT.search(last))
+    verdict = False
+    if b"Job failed" in last:
+        # A match starts on the last non-blank line (what follows it is blank to the end): search from there.
+        q = len(last.rstrip())
+        verdict = bool(_RUNNER_VERDICT.search(last, last.rfind(b"\n", 0, q) + 1))
     return Structure(section, source, verdict, last_cmd)
 
 
@@ -181,8 +213,15 @@ def drop_post_failure_output(raw: bytes) -> bytes:
     ``ERROR: Job failed ...`` line, ``upload_artifacts_on_success``) stays.  Returns ``raw`` itself
     when there is nothing to drop (the common case costs a few ``bytes.find`` calls).
     """
+    return drop_post_failure_output_and_markers(raw)[0]
+
+
+def drop_post_failure_output_and_markers(raw: bytes) -> tuple[bytes, bool]:
+    """:func:`drop_post_failure_output`, and whether ``raw`` holds a ``section_start:`` marker at all
+    (when it does not, neither does the result: :func:`analyse` with ``markers=False`` skips its search)."""
     spans: list[tuple[int, int]] = []
-    if b"section_start:" in raw:
+    markers = b"section_start:" in raw
+    if markers:
         for m in _after_failure_markers(raw):
             body = raw.find(b"\n", m.end()) + 1
             if body <= 0:
@@ -208,7 +247,7 @@ def drop_post_failure_output(raw: bytes) -> bytes:
             if end > body + 1:
                 spans.append((body + 1, end))
     if not spans:
-        return raw
+        return raw, markers
     spans.sort()
     out, at = [], 0
     for a, b in spans:
@@ -219,7 +258,7 @@ def drop_post_failure_output(raw: bytes) -> bytes:
         out.append(raw[at:a])
         at = b
     out.append(raw[at:])
-    return b"".join(out)
+    return b"".join(out), markers
 
 
 def _after_failure_markers(raw: bytes) -> list[re.Match[bytes]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import io
+import operator
 import os
 import re
 from collections import deque
@@ -220,6 +221,12 @@ class _Vocabulary:
     @classmethod
     def of_text(cls, lowered: bytes) -> "_Vocabulary":
         if lowered.count(b"\n") * _SHAPES_LINE_BYTES >= len(lowered):
+            if _distinct_lines(lowered):
+                # Real output: its lines will not fold into shapes (no shape evidence either way), so
+                # the words straight from the text, without de-duplicating its lines first.
+                v = cls(set(lowered.translate(_LETTER_TABLE).split()), lowered)
+                v._shapes = b""
+                return v
             # The distinct line shapes hold every distinct line with its letters as they are
             # (lower-case) and digits as "0", a non-letter like the digits: the same words, from a
             # fraction of the text.  When they do not fold (real output), they are no shape evidence
@@ -244,6 +251,10 @@ class _Vocabulary:
         when its lines repeat, only its line shapes are built (the word tests add little to them)."""
         if lowered.count(b"\n") * _SHAPES_LINE_BYTES >= len(lowered):
             v = cls(None, lowered)  # type: ignore[arg-type]
+            if _distinct_lines(lowered):  # (as in of_text)
+                v.words = set(lowered.translate(_LETTER_TABLE).split())
+                v._shapes = b""
+                return v
             joined = b"\n".join(set(lowered.translate(_SHAPE_TABLE).split(b"\n")))
             if len(joined) * _SHAPES_MAX_FRACTION <= len(lowered):
                 v._shapes = joined
@@ -256,27 +267,28 @@ class _Vocabulary:
 
     def admits(self, needle: bytes) -> bool:
         """May ``needle`` occur in the text?  (``False``: certainly not.)"""
+        plan = _PLANS.get(needle)
+        if plan is None:
+            plan = _admit_plan(needle)
+        shape, whole, affixes, parts = plan
         if self._text is not None:
             # the line shapes first: one C-level substring test, and the strongest of the tests
             shapes = self._shapes if self._shapes is not None else self.shapes()
             # (a needle spanning lines is no evidence: the distinct lines are kept, not their order)
-            if shapes and b"\n" not in needle and _shape(needle) not in shapes:
+            if shapes and shape is not None and shape not in shapes:
                 return False
             if self.words is None:  # a region's shapes only (of_region)
                 return True
-        whole, starts, ends, parts = _witness(needle)
         if whole and not self.words.issuperset(whole):
             return False
-        for w in starts:
-            k = _affix_key(w)
-            if k and w[:k] not in self.affixes(k):
-                return False
-        for w in ends:
-            k = _affix_key(w)
-            if k and w[-k:] not in self.affixes(-k):
-                return False
+        if affixes:
+            sets = self._affixes
+            for k, key in affixes:
+                got = sets.get(k)
+                if key not in (got if got is not None else self.affixes(k)):
+                    return False
         if parts:
-            joined = self.joined()
+            joined = self._joined if self._joined is not None else self.joined()
             for w in parts:
                 if w not in joined:
                     return False
@@ -303,21 +315,21 @@ class _Vocabulary:
         return self._joined
 
     def affixes(self, k: int) -> set[bytes]:
-        """The first ``k`` (``k > 0``) or last ``-k`` letters of every word that long."""
+        """The first ``k`` (``k > 0``) or last ``-k`` letters of every word that long, and the
+        shorter words of 4+ letters whole: they cannot equal a ``k``-letter key, which is all this
+        set is asked about (one C-level pass instead of a filtered set comprehension)."""
         got = self._affixes.get(k)
         if got is None:
             long = self._affixes.get(0)
             if long is None:  # words of 4+ letters, picked out at C speed (binary junk has few)
                 long = self._affixes[0] = set(_LONG_WORD_RE.findall(self.joined()))
-            if k > 0:
-                got = {w[:k] for w in long if len(w) >= k}
-            else:
-                got = {w[k:] for w in long if len(w) >= -k}
-            self._affixes[k] = got
+            got = self._affixes[k] = set(map(_AFFIX_GETTERS[k], long))
         return got
 
 
 _LONG_WORD_RE = re.compile(rb"[a-z]{4,}")
+#: The affix lengths :func:`_affix_key` gives, and their slicers.
+_AFFIX_GETTERS = {k: operator.itemgetter(slice(None, k) if k > 0 else slice(k, None)) for k in (4, 6, -4, -6)}
 #: Lower-cases ASCII letters and turns every digit into ``0`` (see :meth:`_Vocabulary.shapes`).
 _SHAPE_TABLE = bytes(48 if 48 <= c <= 57 else c + 32 if 65 <= c <= 90 else c for c in range(256))
 #: Line shapes are used only when they are at most this fraction (1/N) of the text.
@@ -325,6 +337,20 @@ _SHAPES_MAX_FRACTION = 3
 #: :meth:`_Vocabulary.of_region` tries line shapes alone when lines average at most this many bytes.
 _SHAPES_LINE_BYTES = 128
 _SHAPES: dict[bytes, bytes] = {}
+
+
+#: :func:`_distinct_lines` looks at this many bytes from the start of a text.
+_FOLD_SAMPLE = 4096
+
+
+def _distinct_lines(lowered: bytes) -> bool:
+    """Do the first :data:`_FOLD_SAMPLE` bytes of ``lowered`` hold at least 8 lines, nearly all of
+    distinct shapes?  Then the text's lines will not fold either (real build output names a file or
+    module on every line): :meth:`_Vocabulary.of_text` skips the line shapes.  A guess about speed
+    only: shapes or none, every test stays a necessary condition.  The start, not the end: a failure
+    excerpt at the end of repetitive output does not fold but the output before it does."""
+    lines = lowered[:_FOLD_SAMPLE].translate(_SHAPE_TABLE).split(b"\n")
+    return len(lines) >= 8 and len(set(lines)) * 8 >= len(lines) * 7
 
 
 def _shape(needle: bytes) -> bytes:
@@ -335,6 +361,23 @@ def _shape(needle: bytes) -> bytes:
         if len(_SHAPES) < 65536:
             _SHAPES[needle] = got
     return got
+
+
+_PLANS: dict[bytes, tuple[bytes | None, tuple[bytes, ...], tuple[tuple[int, bytes], ...], tuple[bytes, ...]]] = {}
+
+
+def _admit_plan(needle: bytes) -> tuple[bytes | None, tuple[bytes, ...], tuple[tuple[int, bytes], ...], tuple[bytes, ...]]:
+    """:meth:`_Vocabulary.admits`'s tests for ``needle``, worked out once: its shape (None when it
+    spans lines), the whole words, ``(k, affix)`` for each word start (``k > 0``, its first ``k``
+    letters) and word end (``k < 0``, its last ``-k``) long enough to test, in that order, and the
+    parts (see :func:`needle_witness`)."""
+    whole, starts, ends, parts = _witness(needle)
+    affixes = [(k, w[:k]) for w in starts for k in (_affix_key(w),) if k]
+    affixes += [(-k, w[-k:]) for w in ends for k in (_affix_key(w),) if k]
+    plan = (None if b"\n" in needle else _shape(needle), whole, tuple(affixes), parts)
+    if len(_PLANS) < 65536:
+        _PLANS[needle] = plan
+    return plan
 
 
 def _affix_key(run: bytes) -> int:
@@ -369,6 +412,27 @@ def _upper_witness(needle: bytes) -> tuple[bytes, ...]:
         if len(_UPPER_WITNESSES) < 65536:
             _UPPER_WITNESSES[needle] = got
     return got
+
+
+#: An anchor's occurrences are listed only while there are at most this many (else: scans).
+_ANCHOR_MAX = 64
+_ANCHOR_RE = re.compile(rb"[a-z]{3,}")
+_ANCHORS: dict[bytes, tuple[bytes, int] | None] = {}
+
+
+def _anchor(needle: bytes) -> tuple[bytes, int] | None:
+    """The needle's *anchor* for :meth:`TraceText._anchor_rfind`: its longest run of 3 or more
+    ASCII letters, lower-cased (the first of equal length), and its offset; None without one."""
+    got = _ANCHORS.get(needle, False)
+    if got is False:
+        best = None
+        for m in _ANCHOR_RE.finditer(needle.lower()):
+            if best is None or len(m.group()) > len(best[0]):
+                best = (m.group(), m.start())
+        got = best
+        if len(_ANCHORS) < 65536:
+            _ANCHORS[needle] = got
+    return got  # type: ignore[return-value]
 
 
 class NeedleIndex:
@@ -424,7 +488,7 @@ class TraceText:
     """
 
     __slots__ = ("raw", "_lower", "_lower_from", "_clean", "_lines", "_cands", "_vocab", "_live", "_older",
-                 "_upper")
+                 "_upper", "_anchors")
 
     def __init__(self, raw: bytes):
         self.raw = raw
@@ -443,6 +507,9 @@ class TraceText:
         self._older: dict[int, _Vocabulary] | None = None
         #: the upper-case runs of the last VOCABULARY_BYTES of raw (see upper_admits), b"": no evidence
         self._upper: bytes | None = None
+        #: anchor -> how often it was asked for (int), or its occurrences in the vocabulary's part,
+        #: newest first (list), or None when there are too many (see _anchor_rfind)
+        self._anchors: dict[bytes, int | list[int] | None] | None = None
 
     def upper_admits(self, needle: bytes) -> bool:
         """May ``needle`` occur *as it is* (case-sensitively) wholly inside the last
@@ -477,16 +544,28 @@ class TraceText:
         vstart = len(self.raw) - VOCABULARY_BYTES
         if lo < vstart:
             low, off = self._lowered(lo)
-            live, older = [], []
-            for n in index.needles:
-                (live if self.may_contain(n, vstart) else older).append(n)
+            # those the vocabulary admits (the group tests below, then may_contain's, cached)
+            main = self.live_needles(index, vstart)
+            live = list(main)
+            older = [n for n in index.needles if n not in main]
             if len(older) >= _OLDER_VOCABULARY_MIN:
                 # Many needles to look for in the older part: its own word vocabulary (built once per
                 # region) dismisses most of them for less than their substring scans would cost.  An
                 # occurrence starting before vstart ends before vstart + _OVERLAP_BYTES (longer needles
                 # are always scanned), so it lies wholly in the region the vocabulary covers.
                 vocab = self._older_vocabulary(lo, vstart)
-                older = [n for n in older if len(n) >= _OVERLAP_BYTES or vocab.admits(n)]
+                if vocab.words is None:  # line shapes only
+                    older = [n for n in older if len(n) >= _OVERLAP_BYTES or vocab.admits(n)]
+                else:
+                    # as below: a needle whose key is not among the region's words cannot pass admits
+                    pending = set(older)
+                    maybe = [n for n in index.keyless if n in pending]
+                    for k, group in index.groups.items():
+                        for key in (vocab.words if k == 0 else vocab.affixes(k)).intersection(group):
+                            maybe.extend(n for n in group[key] if n in pending)
+                    keep = {n for n in maybe if len(n) < _OVERLAP_BYTES and vocab.admits(n)}
+                    keep.update(n for n in older if len(n) >= _OVERLAP_BYTES)
+                    older = [n for n in older if n in keep]
             live.extend(n for n in older if low.find(n.lower(), lo - off, vstart + len(n) - 1 - off) >= 0)
             return frozenset(live)
         vocab = self._vocabulary()
@@ -547,6 +626,26 @@ class TraceText:
             self._live[needle] = live
         return live
 
+    def may_occur(self, needle: bytes, lo: int) -> bool:
+        """``False`` when ``needle`` (case-sensitive) certainly does not occur wholly inside ``raw[lo:]``.
+
+        A necessary condition built from what the stages have built already: an occurrence starting
+        in the vocabulary's part must pass its tests and :meth:`upper_admits`; one starting before it
+        must pass the older region's vocabulary when there is one for ``lo`` (it covers
+        :data:`_OVERLAP_BYTES` of the vocabulary's part), else the lower-cased bytes are searched
+        (``lo`` within :data:`LOWERED_BYTES` of the end: those are already there)."""
+        n = len(self.raw)
+        vstart = n - VOCABULARY_BYTES
+        if self.may_contain(needle, max(lo, vstart)) and self.upper_admits(needle):
+            return True
+        if lo >= vstart:
+            return False
+        older = self._older.get(lo) if self._older is not None else None
+        if older is not None and len(needle) < _OVERLAP_BYTES:
+            return older.admits(needle)
+        low, off = self._lowered(lo)
+        return low.find(needle.lower(), lo - off, vstart + len(needle) - 1 - off) >= 0
+
     def _lowered(self, lo: int) -> tuple[bytes, int]:
         """The lower-cased trace from ``lo`` on (computed once per suffix), and its offset."""
         if self._lower is None or lo < self._lower_from:
@@ -604,18 +703,77 @@ class TraceText:
                 hay, off = self._lowered(floor)
             else:
                 hay, off = raw, 0
+            anchor = _anchor(needle) if start >= vstart else None
             while len(found) < MAX_LINES_PER_NEEDLE:
-                i = hay.rfind(needle, start - off, end - off) if start < end else -1
+                if start >= end:
+                    i = -1
+                elif anchor is not None:
+                    i = self._anchor_rfind(needle, anchor, hay, off, start, end)
+                    if i == -2:  # no anchor index (yet): the plain scan
+                        anchor = None
+                        i = hay.rfind(needle, start - off, end - off)
+                        i = i + off if i >= 0 else -1
+                else:
+                    i = hay.rfind(needle, start - off, end - off)
+                    i = i + off if i >= 0 else -1
                 if i < 0:
                     # an occurrence straddling ``floor`` is found by the next, lower scan
                     end = min(end, floor + len(needle) - 1)
                     break
-                i += off
                 ls = raw.rfind(b"\n", 0, i) + 1
                 found.append((i, ls))
                 end = ls
             ent[0] = end
         return found
+
+    def _anchor_rfind(self, needle: bytes, anchor: tuple[bytes, int], hay: bytes, off: int, start: int,
+                      end: int) -> int:
+        """``hay.rfind(needle)`` for an occurrence wholly inside ``[start, end)`` (absolute offsets,
+        ``start`` in the vocabulary's part; ``hay`` is the raw trace, or the lower-cased one from
+        ``off`` for a lower-case needle), answered from the occurrences of the needle's *anchor*
+        (a lower-case word of it, at offset ``d``; see :func:`_anchor`) in the lower-cased
+        vocabulary's part: wherever the needle occurs, in any case, its anchor occurs ``d`` bytes
+        further on.  Case variants (``error``, ``Error:``, ``ERROR``, ``: error``) share one list
+        instead of one scan each.  The list is built on an anchor's second request (a single needle
+        would gain nothing), and not kept when the anchor occurs more than :data:`_ANCHOR_MAX` times;
+        -2: no list, scan."""
+        word, d = anchor
+        anchors = self._anchors
+        if anchors is None:
+            anchors = self._anchors = {}
+        occ = anchors.get(word, 0)
+        if type(occ) is int:
+            if occ == 0:
+                anchors[word] = 1
+                return -2
+            n = len(self.raw)
+            vlo = max(0, n - VOCABULARY_BYTES)
+            low, loff = self._lowered(vlo)
+            occ = []
+            e = n - loff
+            step = len(word) - 1  # occurrences may overlap
+            while True:
+                q = low.rfind(word, vlo - loff, e)
+                if q < 0:
+                    break
+                if len(occ) == _ANCHOR_MAX:
+                    occ = None
+                    break
+                occ.append(q + loff)
+                e = q + step
+            anchors[word] = occ
+        if occ is None:
+            return -2
+        last = end - len(needle)
+        for q in occ:  # newest first
+            p = q - d
+            if p > last:
+                continue
+            if p < start:
+                break
+            if hay.startswith(needle, p - off):
+                return p
+        return -1
 
     def occurs(self, needle: bytes, ignore_case: bool, lo: int, hi: int) -> bool:
         """Does :meth:`last_match` with ``needle`` have a line to try in ``[lo, hi)``?  (An occurrence
