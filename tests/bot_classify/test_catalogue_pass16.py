@@ -52,6 +52,11 @@ POSITIVE = [
      b"make[2]: *** [CMakeFiles/zig1.dir/build.make:80: zig1.o] Aborted (core dumped)\n"
      b"make: *** [Makefile:146: all] Error 2\n",
      "oom", "zig-stage1-allocation-failed", Action.RESIZE, {"exit_code": 2}),
+    # --- L. a command missing from the image, in busybox ash's script form and GHC's driver (family only)
+    (b"+ helm upgrade --install web ./chart\ndeploy.sh: line 14: helm: not found\n",
+     "config_error", "command-not-found-text", Action.NONE, {}),
+    (b"[1 of 3] Compiling Lexer\nghc-9.4.8: could not execute: alex\n",
+     "config_error", "command-not-found-text", Action.NONE, {}),
     # --- F. curl's and wget's exit-code conventions relayed by the programs that run them
     (b"#=== ERROR while fetching sources for zarith.1.13 ======#\n"
      b"OpamSolution.Fetch_fail(\"https://ftp.example.org/pub/zarith-1.13.tgz (curl failed: \\\"/usr/bin/curl "
@@ -124,6 +129,9 @@ NEAR_MISSES = [
     # K: the words without an abort (a test's own message, the program going on)
     (b"allocation failed\nretrying with a smaller arena\nFAIL: test_arena (1 of 12)\n",
      "zig-stage1-allocation-failed", None, {}),
+    # L: a script's own message about a missing key (words with spaces), not the shell's lookup
+    (b"check.sh: line 9: key 'image tag' in values.yaml: not found\n",
+     "command-not-found-text", None, {}),
     # F: curl's 22 (any HTTP status >= 400, a 404 too) and wget's 8 (a server error response, a 404 too)
     (b"OpamSolution.Fetch_fail(\"https://example.org/x-1.0.tgz (curl failed: \\\"/usr/bin/curl -L -o "
      b"/tmp/x.part -- https://example.org/x-1.0.tgz\\\" exited with code 22)\")\n",
