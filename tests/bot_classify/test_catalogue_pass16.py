@@ -47,7 +47,7 @@ POSITIVE = [
     (b"File \"src/typing/dune\", line 3, characters 0-120:\n"
      b"      ocamlopt src/typing/.typing.objs/native/typecore.{cmx,o} (got signal KILL)\n",
      "oom", "sigkill-any-tool", Action.RESIZE, {}),
-    # --- K. the Zig bootstrap compiler's allocator panic, aborted
+    # --- J. the Zig bootstrap compiler's allocator panic, aborted
     (b"[ 99%] Building stage1 object zig1.o\nallocation failed\n"
      b"make[2]: *** [CMakeFiles/zig1.dir/build.make:80: zig1.o] Aborted (core dumped)\n"
      b"make: *** [Makefile:146: all] Error 2\n",
@@ -92,7 +92,7 @@ POSITIVE = [
      "infrastructure", "haskell-http-client-transport", Action.RETRY, {}),
     (b"Downloading index\ncabal-install: TlsException (HandshakeFailed (Error_EOF))\n",
      "infrastructure", "haskell-http-client-transport", Action.RETRY, {}),
-    # --- J. curl's own --retry warning for a transient fault, the log ending in it
+    # --- K. curl's own --retry warning for a transient fault, the log ending in it
     (b"$ curl -fsSL --retry 5 -o tool.tgz https://dl.example.net/tool-1.2.tgz\n"
      b"Warning: Problem : HTTP error. Will retry in 1 seconds. 5 retries left.\n",
      "infrastructure", "curl-retrying-transient", Action.RETRY, {}),
@@ -126,7 +126,7 @@ NEAR_MISSES = [
     # E: dune reporting a segfault (SIGSEGV), not a kill
     (b"      ocamlopt src/typing/.typing.objs/native/typecore.{cmx,o} (got signal SEGV)\n",
      "sigkill-any-tool", None, {}),
-    # K: the words without an abort (a test's own message, the program going on)
+    # J: the words without an abort (a test's own message, the program going on)
     (b"allocation failed\nretrying with a smaller arena\nFAIL: test_arena (1 of 12)\n",
      "zig-stage1-allocation-failed", None, {}),
     # L: a script's own message about a missing key (words with spaces), not the shell's lookup
@@ -152,7 +152,7 @@ NEAR_MISSES = [
      "haskell-http-client-transport", None, {}),
     (b"2024-05-01T10:00:00.1235777Z  ConnectionClosed\n",
      "haskell-http-client-transport", None, {}),
-    # J: --retry-all-errors retries a 404 too; and a compile error printed after a retry that succeeded decides
+    # K: --retry-all-errors retries a 404 too; and a compile error printed after a retry that succeeded decides
     (b"Warning: Problem (retrying all errors). Will retry in 1 seconds. 3 retries left.\n",
      "curl-retrying-transient", None, {}),
     (b"Warning: Problem : timeout. Will retry in 2 seconds. 3 retries left.\n"
