@@ -70,6 +70,9 @@ HELDOUT_N = tomllib.loads((DATA / "heldout-n.toml").read_text("utf-8"))["case"]
 HELDOUT_O = tomllib.loads((DATA / "heldout-o.toml").read_text("utf-8"))["case"]
 HELDOUT_P = tomllib.loads((DATA / "heldout-p.toml").read_text("utf-8"))["case"]
 HELDOUT_Q = tomllib.loads((DATA / "heldout-q.toml").read_text("utf-8"))["case"]
+#: Sealed (collected blind while the seventeenth pass read Q, audited against its sources): format and
+#: disjointness only, never its verdicts
+HELDOUT_R = tomllib.loads((DATA / "heldout-r.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -117,7 +120,7 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
     for prefix, split, least in (("i-", HELDOUT_I, 80), ("j-", HELDOUT_J, 60), ("k-", HELDOUT_K, 50),
                                  ("l-", HELDOUT_L, 60), ("m-", HELDOUT_M, 60),
                                  ("n-", HELDOUT_N, 60), ("o-", HELDOUT_O, 60), ("p-", HELDOUT_P, 60),
-                                 ("q-", HELDOUT_Q, 60)):
+                                 ("q-", HELDOUT_Q, 60), ("r-", HELDOUT_R, 60)):
         assert len(split) >= least, prefix
         for c in split:
             assert c["id"].startswith(prefix) and c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
@@ -155,7 +158,7 @@ def test_score_script_runs_on_every_split(capsys):
     out = capsys.readouterr().out
     for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e", "heldout-f",
                   "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l", "heldout-m",
-                  "heldout-n", "heldout-o", "heldout-p", "heldout-q"):
+                  "heldout-n", "heldout-o", "heldout-p", "heldout-q", "heldout-r"):
         assert out.count(split) >= 1 and "right" in out
 
 
