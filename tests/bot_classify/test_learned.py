@@ -113,15 +113,15 @@ def test_training_is_deterministic_and_round_trips_through_json():
 def test_only_read_splits_may_train():
     # F, G and H were read by the seventh pass, I by the eighth, J by the ninth, K by the twelfth, L by the
     # thirteenth, M by the fourteenth, N by the fifteenth, O and P by the sixteenth; a split collected after
-    # them (Q...) stays unseen (refused before any file is opened)
-    for sealed in ("heldout-q",):
+    # them, Q by the seventeenth; a split collected after them (R...) stays unseen (refused before any file is opened)
+    for sealed in ("heldout-r",):
         with pytest.raises(ValueError, match="may not train"):
             load_split(DATA, sealed)
     with pytest.raises(SystemExit):
-        train_main(["--split", "heldout-q"])
-    assert "heldout-q" not in READ_SPLITS
+        train_main(["--split", "heldout-r"])
+    assert "heldout-r" not in READ_SPLITS
     assert {"heldout-f", "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l",
-            "heldout-m", "heldout-n", "heldout-o", "heldout-p"} <= set(READ_SPLITS)
+            "heldout-m", "heldout-n", "heldout-o", "heldout-p", "heldout-q"} <= set(READ_SPLITS)
 
 
 def test_shipped_artifact_is_what_the_training_script_produces(tmp_path):
@@ -326,7 +326,7 @@ def test_eval_learned_refuses_a_split_not_yet_read():
 
     ev = importlib.import_module("benchmarks.eval_learned")
     with pytest.raises(SystemExit, match="not a read split"):
-        ev.load("heldout-q")
+        ev.load("heldout-r")
     assert set(ev.TEMPORAL) == {"heldout-d", "heldout-e", "heldout-i", "heldout-j"}
     assert all(set(before) <= set(READ_SPLITS) and split not in before for split, (_, before) in
                {**ev.TEMPORAL, **ev.SUPPORTING}.items())
