@@ -215,11 +215,8 @@ class LearnedModel:
         self.log_prior = tuple(float(x) for x in data["log_prior"])
         k = len(self.classes)
         weights: dict[str, list[float]] = data["log_likelihood"]
-        #: Per class: feature -> log P(feature | class).
-        self.by_class: tuple[dict[str, float], ...] = tuple(
-            {f: float(w[c]) for f, w in weights.items()} for c in range(k))
         #: feature -> its log P(feature | class) for every class, in class order (one lookup per
-        #: feature in :meth:`predict` instead of one per feature and class)
+        #: feature in :meth:`predict`)
         self.rows: dict[str, tuple[float, ...]] = {f: tuple(float(x) for x in w) for f, w in weights.items()}
         self.vocabulary = frozenset(weights)
         #: The plain words of the vocabulary (as features, and as the trace's word set holds them).
