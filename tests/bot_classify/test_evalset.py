@@ -74,6 +74,9 @@ HELDOUT_Q = tomllib.loads((DATA / "heldout-q.toml").read_text("utf-8"))["case"]
 #: seventeenth pass (88.9 %), then read by the eighteenth: tuning data since (its format and disjointness are
 #: checked below, and it has a decision floor like the other read splits)
 HELDOUT_R = tomllib.loads((DATA / "heldout-r.toml").read_text("utf-8"))["case"]
+#: Sealed (collected blind while the eighteenth pass read R, audited against its sources): only its format and
+#: disjointness are checked here, never its verdicts
+HELDOUT_S = tomllib.loads((DATA / "heldout-s.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -121,7 +124,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
     for prefix, split, least in (("i-", HELDOUT_I, 80), ("j-", HELDOUT_J, 60), ("k-", HELDOUT_K, 50),
                                  ("l-", HELDOUT_L, 60), ("m-", HELDOUT_M, 60),
                                  ("n-", HELDOUT_N, 60), ("o-", HELDOUT_O, 60), ("p-", HELDOUT_P, 60),
-                                 ("q-", HELDOUT_Q, 60), ("r-", HELDOUT_R, 60)):
+                                 ("q-", HELDOUT_Q, 60), ("r-", HELDOUT_R, 60),
+                                 ("s-", HELDOUT_S, 60)):
         assert len(split) >= least, prefix
         for c in split:
             assert c["id"].startswith(prefix) and c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
@@ -159,7 +163,7 @@ def test_score_script_runs_on_every_split(capsys):
     out = capsys.readouterr().out
     for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e", "heldout-f",
                   "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l", "heldout-m",
-                  "heldout-n", "heldout-o", "heldout-p", "heldout-q", "heldout-r"):
+                  "heldout-n", "heldout-o", "heldout-p", "heldout-q", "heldout-r", "heldout-s"):
         assert out.count(split) >= 1 and "right" in out
 
 
