@@ -607,4 +607,11 @@ gl("k8s-imagepullbackoff-no-cause", U, [prep_k8s("registry.example.com/acme/py-c
     syserr('prepare environment: waiting for pod running: pod "ci-jobs/runner-t2qx7lm-project-4411-concurrent-0-8fk2jw1q" failed: image pull failed: Back-off pulling image "registry.example.com/acme/py-ci:3.12". Check https://docs.gitlab.com/runner/shells/#shell-profile-loading for more information'),
     None, IPF, version="18.4.0")
 #: probes whose label is arguable (left out of the counts by score_redteam.ARGUABLE)
-ARGUABLE = frozenset({"k8s-imagepullbackoff-no-cause"})
+#: Moved here after the first scoring, each against an earlier pass's reading of the same source (kept, not
+#: changed): 'couldn't find remote ref refs/pipelines/N' is GitLab's persistent pipeline ref, deleted when a
+#: pipeline finishes and re-created when a job of it runs (Ci::PersistentRef), so the seventh pass reads it
+#: as a race (git-remote-overloaded, infrastructure), not as a deterministic missing ref; and the Kubernetes
+#: attach's 'container not found ("build")' means the build container had already exited (an image without
+#: a shell or an ENTRYPOINT that exits: build-container-exited-before-attach, config_error), which the
+#: probe's label (a lost container) did not weigh.
+ARGUABLE = frozenset({"k8s-imagepullbackoff-no-cause", "git-ref-gone", "k8s-attach-container-not-found"})

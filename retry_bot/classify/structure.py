@@ -43,6 +43,7 @@ from retry_bot.classify.trace import clean_line
 from runner_wrapper.record import UsageRecord
 
 __all__ = ["Structure", "analyse", "signal_of", "drop_post_failure_output", "drop_post_failure_output_and_markers",
+           "drop_superseded_pull_attempts",
            "POST_FAILURE_SECTIONS",
            "HELPER_SECTIONS", "AFTER_FAILURE_OUTPUT_SECTIONS"]
 
@@ -214,6 +215,35 @@ def drop_post_failure_output(raw: bytes) -> bytes:
     when there is nothing to drop (the common case costs a few ``bytes.find`` calls).
     """
     return drop_post_failure_output_and_markers(raw)[0]
+
+
+#: GitLab Runner's per-attempt image pull warnings (docker executor: executors/docker/internal/pull/manager.go:157
+#: 'Failed to pull image with policy %q: %v' and :410 'Failed to pull image %q (attempt #%d), retrying: %v';
+#: Kubernetes executor: executors/kubernetes/internal/pull/manager.go:66 'Failed to pull image %q for container
+#: %q with policy %q: %v', gitlab-runner d79f3e7b).  Each is followed by the next attempt or pull policy; when
+#: every attempt fails, the runner's 'Preparation failed:' / 'Job failed: failed to pull image %q with specified
+#: policies %v: %v' lines repeat the last cause, so the warnings themselves never need to decide.
+_PULL_ATTEMPT = re.compile(
+    rb'(?m)^[^\n]{0,60}WARNING: Failed to pull image (?:with policy "|"[^"\n]{1,400}" '
+    rb'(?:\(attempt #|for container "[^"\n]{1,100}" with policy "))[^\n]*(?:\n|\Z)')
+#: the runner prints them while it prepares the executor, in the first lines of the job's log
+_PULL_ATTEMPT_BYTES = 32 * 1024
+
+
+def drop_superseded_pull_attempts(raw: bytes) -> bytes:
+    """``raw`` without GitLab Runner's per-attempt image pull warnings (:data:`_PULL_ATTEMPT`).
+
+    A pull policy that failed before a later one found the image (``always`` then ``if-not-present``:
+    'Using locally found image version due to "if-not-present" pull policy') or an attempt the runner
+    retried leaves a warning naming a registry fault, a missing tag or refused credentials in a job
+    that then ran and failed for its own reason; if the pull failed for good, the runner's final lines
+    say so with the same cause.  Only the first 32 KiB are searched (the prepare section opens the log;
+    a tail cut from a longer log has none).  Returns ``raw`` itself when there is none."""
+    if raw.find(b"WARNING: Failed to pull image", 0, _PULL_ATTEMPT_BYTES) < 0:
+        return raw
+    end = raw.find(b"\n", _PULL_ATTEMPT_BYTES)
+    end = len(raw) if end < 0 else end + 1
+    return _PULL_ATTEMPT.sub(b"", raw[:end]) + raw[end:]
 
 
 def drop_post_failure_output_and_markers(raw: bytes) -> tuple[bytes, bool]:
