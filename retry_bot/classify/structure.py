@@ -237,8 +237,12 @@ def drop_superseded_pull_attempts(raw: bytes) -> bytes:
     'Using locally found image version due to "if-not-present" pull policy') or an attempt the runner
     retried leaves a warning naming a registry fault, a missing tag or refused credentials in a job
     that then ran and failed for its own reason; if the pull failed for good, the runner's final lines
-    say so with the same cause.  Only the first 32 KiB are searched (the prepare section opens the log;
-    a tail cut from a longer log has none).  Returns ``raw`` itself when there is none."""
+    say so with the same cause.  Only a log that opens with the runner's first line ('Running with
+    gitlab-runner VERSION (REVISION)', common/build.go:2390, common/version.go:53) is searched, and only
+    its first 32 KiB: the prepare section follows that line, and a tail cut from a longer log (or a quoted
+    excerpt) has neither.  Returns ``raw`` itself when there is nothing to drop."""
+    if raw.find(b"Running with gitlab-", 0, 1024) < 0:
+        return raw
     if raw.find(b"WARNING: Failed to pull image", 0, _PULL_ATTEMPT_BYTES) < 0:
         return raw
     end = raw.find(b"\n", _PULL_ATTEMPT_BYTES)
