@@ -615,3 +615,69 @@ gl("k8s-imagepullbackoff-no-cause", U, [prep_k8s("registry.example.com/acme/py-c
 #: a shell or an ENTRYPOINT that exits: build-container-exited-before-attach, config_error), which the
 #: probe's label (a lost container) did not weigh.
 ARGUABLE = frozenset({"k8s-imagepullbackoff-no-cause", "git-ref-gone", "k8s-attach-container-not-found"})
+
+# =====================================================================================================
+# Second batch (written after the first was scored and fixed, committed before it was scored itself)
+# =====================================================================================================
+# ---- the Kubernetes API server in the runner's prepare (kubernetes.go:1107 'setting up build pod: %w'):
+# a webhook that could not be called (apiserver 'failed calling webhook': the webhook's service down or slow) is
+# transient; a webhook that answered 'denied the request' is the pod's configuration (runner-k8s-request-refused)
+gl("k8s-webhook-unreachable", I, [prep_k8s()],
+    syserr('prepare environment: setting up build pod: Internal error occurred: failed calling webhook "mpod.kyverno.svc-fail": failed to call webhook: Post "https://kyverno-svc.kyverno.svc:443/mutate/fail?timeout=10s": context deadline exceeded. Check https://docs.gitlab.com/runner/shells/#shell-profile-loading for more information'),
+    None, RSF)
+gl("k8s-webhook-denied", C, [prep_k8s()],
+    syserr('prepare environment: setting up build pod: admission webhook "validate.kyverno.svc-fail" denied the request: resource Pod/ci-jobs/runner-t2qx7lm-project-4411-concurrent-0-8fk2jw1q was blocked due to the following policies require-requests-limits: validate-resources: CPU and memory resource requests and limits are required. Check https://docs.gitlab.com/runner/shells/#shell-profile-loading for more information'),
+    None, RSF)
+gl("k8s-apiserver-request-timeout", I, [prep_k8s()],
+    syserr("prepare environment: setting up build pod: Timeout: request did not complete within requested timeout - context deadline exceeded. Check https://docs.gitlab.com/runner/shells/#shell-profile-loading for more information"),
+    None, RSF, version="17.2.1")
+# ---- the docker executor's per-build network (FF_NETWORK_PER_BUILD): the daemon's address pools exhausted by
+# networks not yet removed (moby libnetwork ipam); the runner's system failure
+gl("docker-network-pool-exhausted", I, DOCKER_OK[:1],
+    syserr("failed to create network: Error response from daemon: could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network"),
+    None, RSF)
+# ---- pull_policy never with an image the host does not have (manager.go: the 'never' policy's inspect error)
+gl("docker-pull-never-missing", C, [prep_docker("acme/local-only:dev")],
+    err('failed to pull image "acme/local-only:dev" with specified policies [never]: Error: No such image: acme/local-only:dev (manager.go:251:0s)'),
+    None, CFG)
+# ---- a job image whose entrypoint does not exist (runc: the image, not the host)
+gl("docker-entrypoint-missing", C, DOCKER_OK[:2],
+    syserr('Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "/usr/local/bin/entrypoint.sh": stat /usr/local/bin/entrypoint.sh: no such file or directory: unknown (docker.go:1102:0s)'),
+    None, RSF)
+# ---- artifacts upload failing on DNS (network/gitlab.go:1120 the transport error, retried, then FATAL)
+gl("artifacts-upload-dns", I, DOCKER_OK + [script("make dist", "done"), (
+    UP[0], UP[1], UP[2] +
+    "\x1b[31;1mERROR: Uploading artifacts as \"archive\" to coordinator... error\x1b[0;m  error=couldn't execute POST against https://gitlab.example.com/api/v4/jobs/88213/artifacts?artifact_format=zip&artifact_type=archive: Post \"https://gitlab.example.com/api/v4/jobs/88213/artifacts?artifact_format=zip&artifact_type=archive\": dial tcp: lookup gitlab.example.com on 10.0.0.2:53: no such host id=88213 token=glcbt-64\n"
+    "\x1b[31;1mFATAL: couldn't execute POST against https://gitlab.example.com/api/v4/jobs/88213/artifacts?artifact_format=zip&artifact_type=archive: Post \"https://gitlab.example.com/api/v4/jobs/88213/artifacts?artifact_format=zip&artifact_type=archive\": dial tcp: lookup gitlab.example.com on 10.0.0.2:53: no such host\x1b[0;m\n"), cleanup()],
+    err("exit code 1"), 1, SF)
+# ---- the get_sources and prepare time limits (common/build.go:918 'get sources timeout: exceeded timeout of %s',
+# :1575 'prepare timeout: ...', both reported as job_execution_timeout)
+gl("get-sources-timeout", T, DOCKER_OK[:2] + [src("Updating/initializing submodules recursively with git depth set to 20...\n")],
+    err("get sources timeout: exceeded timeout of 10m0s"), None, "job_execution_timeout", version="18.5.0")
+gl("prepare-timeout", T, [prep_k8s(), env_k8s(phase="Pending")],
+    err("prepare timeout: exceeded timeout of 30m0s"), None, "job_execution_timeout", version="18.5.0")
+# ---- the custom executor's driver: SYSTEM_FAILURE_EXIT_CODE (the plain exec error, a system failure) and an
+# exit code that is neither (executors/custom/command/errors.go:14 'unknown Custom executor executable exit code')
+gl("custom-system-failure", I, [("prepare_executor", 'Preparing the "custom" executor', "Using Custom executor with driver libvirt 1.4.0..."),
+    ("prepare_script", "Preparing environment", "virsh: error: failed to connect to the hypervisor\nerror: Failed to connect socket to '/var/run/libvirt/libvirt-sock': Connection refused")],
+    syserr("prepare environment: exit status 2. Check https://docs.gitlab.com/runner/shells/#shell-profile-loading for more information"), None, RSF)
+gl("custom-unknown-exit", I, [("prepare_executor", 'Preparing the "custom" executor', "Using Custom executor with driver fargate 0.5.0..."),
+    ("prepare_script", "Preparing environment", "Starting Fargate task..."), src(), script("make test", "")],
+    syserr("unknown Custom executor executable exit code 3; executable execution terminated with: exit status 3"), None, RSF)
+# ---- traps: a job that ran after the runner's own retried preparation (the last 'Preparation failed' was
+# followed by a successful attempt) and then failed its tests; a k8s job whose helper pull fell back to the
+# local image (Kubernetes 'Failed to pull image ... for container' warning, kubernetes/internal/pull/manager.go:66)
+gl("trap-preparation-retried-then-test", B, [("prepare_executor", 'Preparing the "docker" executor',
+    f"Using Docker executor with image {IMG} ...\n"
+    "\x1b[31;1mERROR: Preparation failed: Error response from daemon: Get \"https://registry.example.com/v2/\": net/http: request canceled while waiting for connection (Client.Timeout exceeded while awaiting headers) (manager.go:251:15s)\x1b[0;m\n"
+    "Will be retried in 3s ...\n"
+    f"Using Docker executor with image {IMG} ...\nUsing docker image sha256:5e8b1f0c2a7d for {IMG} with digest registry.example.com/acme/ci-builder@sha256:0c7d ...\n"),
+    env_docker(), src(),
+    script("cargo test", "test money::tests::rounds_half_even ... FAILED\n\ntest result: FAILED. 88 passed; 1 failed; 0 ignored"), cleanup()],
+    err("exit code 101"), 101, SF)
+gl("trap-k8s-pull-policy-fallback-then-lint", B, [prep_k8s("registry.example.com/acme/lint:4",
+    "\x1b[0;33mWARNING: Failed to pull image \"registry.example.com/acme/lint:4\" for container \"build\" with policy \"always\": image pull failed: Back-off pulling image \"registry.example.com/acme/lint:4\"\x1b[0;m\n"
+    "Attempt #2: Trying \"if-not-present\" pull policy for \"registry.example.com/acme/lint:4\" image for container \"build\"\n"),
+    env_k8s(), src(),
+    script("golangci-lint run ./...", "internal/pay/refund.go:41:2: ineffectual assignment to err (ineffassign)\n\terr = validate(r)\n\t^\n1 issues:\n* ineffassign: 1"), cleanup()],
+    err("command terminated with exit code 1"), 1, SF)
