@@ -681,3 +681,61 @@ gl("trap-k8s-pull-policy-fallback-then-lint", B, [prep_k8s("registry.example.com
     env_k8s(), src(),
     script("golangci-lint run ./...", "internal/pay/refund.go:41:2: ineffectual assignment to err (ineffassign)\n\terr = validate(r)\n\t^\n1 issues:\n* ineffassign: 1"), cleanup()],
     err("command terminated with exit code 1"), 1, SF)
+
+# =====================================================================================================
+# Third batch (written after the second was scored and fixed, committed before it was scored itself)
+# =====================================================================================================
+# ---- the API server's admission of the build pod (kubernetes.go:1107 'setting up build pod: %w'): a namespace's
+# ResourceQuota used up by the other jobs running (used + requested > limited, requested alone fits) is transient;
+# a LimitRange's per-container maximum below the pod's limit is the configuration (a resize over the range too)
+gl("k8s-quota-exceeded-by-others", I, [prep_k8s()],
+    syserr('prepare environment: setting up build pod: pods "runner-t2qx7lm-project-4411-concurrent-5-0q1w2e3r" is forbidden: exceeded quota: ci-jobs-quota, requested: limits.memory=8Gi, used: limits.memory=60Gi, limited: limits.memory=64Gi. Check https://docs.gitlab.com/runner/shells/#shell-profile-loading for more information'),
+    None, RSF)
+gl("k8s-limitrange-max", C, [prep_k8s()],
+    syserr('prepare environment: setting up build pod: pods "runner-t2qx7lm-project-4411-concurrent-0-8fk2jw1q" is forbidden: maximum memory usage per Container is 4Gi, but limit is 8Gi. Check https://docs.gitlab.com/runner/shells/#shell-profile-loading for more information'),
+    None, RSF)
+# ---- the docker daemon's storage driver out of space (devicemapper's thin pool): the host's, a system failure
+gl("docker-thinpool-full", I, DOCKER_OK[:1],
+    syserr("Error response from daemon: devmapper: Thin Pool has 2187 free data blocks which is less than minimum required 163840 free data blocks. Create more free space in thin pool or use dm.min_free_space option to change behavior (docker.go:1102:0s)"),
+    None, RSF)
+# ---- a submodule over HTTPS that the job's token may not read (git asks for a user name: no terminal)
+gl("git-submodule-credentials", C, DOCKER_OK[:2] + [src(
+    "Checking out 3f2a9c1e as detached HEAD (ref is main)...\nUpdating/initializing submodules recursively with git depth set to 20...\n"
+    "Submodule 'vendor/proto' (https://gitlab.example.com/platform/proto.git) registered for path 'vendor/proto'\n"
+    "Cloning into '/builds/acme/app/vendor/proto'...\n"
+    "fatal: could not read Username for 'https://gitlab.example.com': No such device or address\n"
+    "fatal: clone of 'https://gitlab.example.com/platform/proto.git' into submodule path '/builds/acme/app/vendor/proto' failed\n"
+    "Failed to clone 'vendor/proto'. Retry scheduled\n"
+    "fatal: could not read Username for 'https://gitlab.example.com': No such device or address\n"
+    "Failed to clone 'vendor/proto' a second time, aborting\n"
+    "\x1b[0;33mWARNING: Updating submodules failed. Retrying...\x1b[0;m\n"
+    "fatal: could not read Username for 'https://gitlab.example.com': No such device or address\n"), cleanup()],
+    err("exit code 1"), 1, SF)
+# ---- artifacts download: the transport error (network/gitlab.go:1397 'failed'), retried, then FATAL
+gl("artifacts-download-io-timeout", I, DOCKER_OK + [(
+    "download_artifacts", "Downloading artifacts",
+    "Downloading artifacts for build:linux (88201)...\n"
+    "\x1b[0;33mWARNING: Downloading artifacts from coordinator... failed\x1b[0;m  error=couldn't execute GET against https://gitlab.example.com/api/v4/jobs/88201/artifacts?direct_download=true: Get \"https://gitlab.example.com/api/v4/jobs/88201/artifacts?direct_download=true\": dial tcp 10.0.0.15:443: i/o timeout id=88201 token=glcbt-64\n"
+    "\x1b[0;33mWARNING: Retrying...                               \x1b[0;m  context=artifacts-downloader error=invalid argument\n"
+    "\x1b[31;1mFATAL: invalid argument                           \x1b[0;m\n"), cleanup()],
+    err("exit code 1"), 1, SF)
+# ---- a service image whose tag does not exist (executors/docker services pull through the same manager.go)
+gl("docker-service-tag-missing", C, [prep_docker(IMG,
+    "Using docker image sha256:5e8b for registry.example.com/acme/ci-builder:3.2 ...\nStarting service postgres:17-alpine9 ...\nPulling docker image postgres:17-alpine9 ...\n"
+    "\x1b[0;33mWARNING: Failed to pull image with policy \"always\": Error response from daemon: manifest for postgres:17-alpine9 not found: manifest unknown: manifest unknown (manager.go:251:0s)\x1b[0;m\n")],
+    err('failed to pull image "postgres:17-alpine9" with specified policies [always]: Error response from daemon: manifest for postgres:17-alpine9 not found: manifest unknown: manifest unknown (manager.go:251:0s)'),
+    None, CFG)
+# ---- a Kubernetes service container's image pull failing on a registry 5xx (watchers/pod.go:206 for any container)
+gl("k8s-service-errimagepull-502", I, [prep_k8s(), env_k8s(phase="Pending")],
+    syserr('prepare environment: waiting for pod running: pod "ci-jobs/runner-t2qx7lm-project-4411-concurrent-0-8fk2jw1q" failed: image pull failed: failed to pull and unpack image "docker.io/library/redis:7.4": failed to copy: httpReadSeeker: failed open: unexpected status code https://registry-1.docker.io/v2/library/redis/blobs/sha256:4f3a: 502 Bad Gateway. Check https://docs.gitlab.com/runner/shells/#shell-profile-loading for more information'),
+    None, IPF, version="18.4.0")
+# ---- trap: allow_failure's 'WARNING: Job failed' is not read differently; a job whose cache restore retried a
+# 502 and went on, then failed on a missing command
+gl("trap-cache-502-then-cmd-missing", C, [prep_docker_ok(), env_docker(), src(), (
+    "restore_cache", "Restoring cache",
+    "Checking cache for tools-protected...\n"
+    "\x1b[0;33mWARNING: Retrying...                               \x1b[0;m  error=received: 502 Bad Gateway\n"
+    "\x1b[0;33mWARNING: received: 502 Bad Gateway                 \x1b[0;m\n"
+    "\x1b[0;33mWARNING: Failed to extract cache\x1b[0;m\n"),
+    script("shellcheck scripts/*.sh", "/scripts-4411-9921/step_script: line 180: shellcheck: command not found"), cleanup()],
+    err("exit code 127"), 127, SF)
