@@ -26,7 +26,7 @@ FLOORS = [("precision", 17, 1), ("recall", 0, 5), ("runner", 0, 3)]
 @pytest.mark.parametrize("name,max_wasted,max_missed", FLOORS)
 def test_redteam_floor(taxonomy, name, max_wasted, max_missed):
     t = score_redteam.score(name, taxonomy)
-    assert t.tried >= {"precision": 147, "recall": 188, "runner": 107}[name]
+    assert t.tried >= {"precision": 147, "recall": 188, "runner": 115}[name]
     assert len(t.wasted) <= max_wasted, t.wasted
     assert len(t.missed) <= max_missed, t.missed
 

@@ -80,6 +80,19 @@ POSITIVE = [
 
 
 POSITIVE += [
+    # --- G. the namespace's LimitRange or a quota demanding limits refuses the build pod (admission, a system failure)
+    (b"ERROR: Job failed (system failure): prepare environment: setting up build pod: pods \"runner-ab12-project-9-concurrent-1-x\" "
+     b"is forbidden: [minimum cpu usage per Pod is 250m, but request is 100m, maximum memory usage per Container is 6Gi, "
+     b"but limit is 12Gi]. Check https://docs.gitlab.com/runner/shells/#shell-profile-loading for more information\n",
+     "config_error", None, Action.NONE, RSF),
+    (b"ERROR: Job failed (system failure): prepare environment: setting up build pod: pods \"runner-ab12-project-9-concurrent-1-x\" "
+     b"is forbidden: failed quota: team-quota: must specify limits.cpu for: build,helper; limits.memory for: build,helper. "
+     b"Check https://docs.gitlab.com/runner/shells/#shell-profile-loading for more information\n",
+     "config_error", "k8s-pod-admission-limit", Action.NONE, RSF),
+    (b"ERROR: Job failed (system failure): prepare environment: setting up build pod: pods \"runner-q-project-2-concurrent-0-y\" "
+     b"is forbidden: memory max limit to request ratio per Container is 2, but provided ratio is 8.000000. "
+     b"Check https://docs.gitlab.com/runner/shells/#shell-profile-loading for more information\n",
+     "config_error", "k8s-pod-admission-limit", Action.NONE, RSF),
     # --- D. the runtime cannot start the image's entrypoint or command (runc via the daemon, the runner's system failure)
     (b"ERROR: Job failed (system failure): Error response from daemon: failed to create task for container: failed to "
      b"create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "
@@ -139,6 +152,11 @@ NEAR_MISSES = [
 
 
 NEAR_MISSES += [
+    # G: a quota used up by the other running jobs is not the pod's configuration: it stays a system failure
+    (b"ERROR: Job failed (system failure): prepare environment: setting up build pod: pods \"runner-q-project-2-concurrent-7-z\" "
+     b"is forbidden: exceeded quota: ci-quota, requested: requests.memory=2Gi, used: requests.memory=31Gi, limited: "
+     b"requests.memory=32Gi. Check https://docs.gitlab.com/runner/shells/#shell-profile-loading for more information\n",
+     "k8s-pod-admission-limit", "infrastructure", RSF),
     # D: the shells themselves stay runner-k8s-request-refused; a job's own docker run printing runc's words is not
     # the runner's system failure
     (b"ERROR: Job failed (system failure): Error response from daemon: OCI runtime create failed: runc create failed: "
