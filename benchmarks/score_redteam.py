@@ -13,7 +13,7 @@ reason) and a 4Gi memory limit in force; the shipped default policy decides.  A 
 
 Usage::
 
-    .venv/bin/python benchmarks/score_redteam.py [--set precision|recall] [--list]
+    .venv/bin/python benchmarks/score_redteam.py [--set precision|recall|runner] [--list]
 
 Prints tried / wasted / missed per set (``--list``: every probe with its verdict and rule).
 """
@@ -34,7 +34,7 @@ from retry_bot.decide import Action, ClassUsage, decide  # noqa: E402
 from retry_bot.model import JobFacts  # noqa: E402
 from retry_bot.policy import default_policy  # noqa: E402
 
-SETS = {"precision": [f"precision_{i}" for i in range(1, 9)], "recall": ["recall"]}
+SETS = {"precision": [f"precision_{i}" for i in range(1, 9)], "recall": ["recall"], "runner": ["runner"]}
 #: Probes the red team itself judged arguable and left out of its counts (kept for reading).
 ARGUABLE = frozenset({"runner-shutdown-words-app-cmake"})
 WANTED = {"oom": Action.RESIZE, "infrastructure": Action.RETRY}
@@ -52,7 +52,8 @@ def probes(name: str) -> list[tuple]:
     out = []
     for module in SETS[name]:
         mod = importlib.import_module(f"benchmarks.redteam.{module}")
-        out.extend(p for p in mod.P if p[0] not in ARGUABLE)
+        skip = ARGUABLE | getattr(mod, "ARGUABLE", frozenset())  # a set may name its own arguable probes
+        out.extend(p for p in mod.P if p[0] not in skip)
     return out
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from retry_bot.classify.learned import ELIGIBLE_STAGES, ModelUnavailable, consult, default_model
 from retry_bot.classify.structure import (Structure, analyse, drop_post_failure_output_and_markers,
+                                          drop_superseded_attempts,
                                           record_covers_failure, signal_name, signal_of)
 from retry_bot.classify.taxonomy import Pattern, Rule, Taxonomy
 from retry_bot.classify.trace import DEFAULT_TAIL_BYTES, NeedleIndex, TraceText
@@ -70,11 +71,14 @@ class _Hit:
 
 class _Context:
     __slots__ = ("facts", "trace", "record", "notes", "reason", "status", "_exit", "_exit_src", "_structure",
-                 "no_oom_stage", "demoted", "markers")
+                 "no_oom_stage", "demoted", "markers", "learned_trace")
 
     def __init__(self, facts: JobFacts, trace: TraceText, record: UsageRecord | None, markers: bool = True):
         self.facts = facts
         self.trace = trace
+        #: what the learned fallback reads when the rules' text differs (the runner's superseded attempts dropped):
+        #: the text its training saw (train.py reads drop_post_failure_output only)
+        self.learned_trace: TraceText | None = None
         #: False: the trace holds no ``section_start:`` marker (already searched; see structure.analyse)
         self.markers = markers
         self.notes: list[str] = []
@@ -370,7 +374,13 @@ def classify(facts: JobFacts, trace_tail: bytes, taxonomy: Taxonomy,
         trace_tail = trace_tail.encode("utf-8", "replace")
     # the output of after_script and the *_on_failure stages never decides (structure module docstring)
     raw, markers = drop_post_failure_output_and_markers(bytes(trace_tail or b"")[-DEFAULT_TAIL_BYTES:])
+    # nor do the runner's lines about pull and preparation attempts it made again
+    # (structure.drop_superseded_attempts; the rules' text only)
+    seen = raw
+    raw = drop_superseded_attempts(raw)
     ctx = _Context(facts, TraceText(raw), record, markers)
+    if raw is not seen:
+        ctx.learned_trace = TraceText(seen)
     n = len(raw)
     for stage in taxonomy.stages:
         rules = taxonomy.rules_by_stage.get(stage.name, ())
@@ -424,7 +434,7 @@ def _learned(ctx: _Context, verdict: Classification, taxonomy: Taxonomy) -> Clas
     except ModelUnavailable as e:
         return replace(verdict, evidence=verdict.evidence + (f"learned fallback unavailable: {e}",))
     code, _ = ctx.exit_code()
-    return consult(model, verdict, ctx.trace, failure_reason=ctx.reason, exit_code=code,
+    return consult(model, verdict, ctx.learned_trace or ctx.trace, failure_reason=ctx.reason, exit_code=code,
                    structure=ctx.structure, min_probability=taxonomy.learned_min_probability,
                    allow_oom=ctx.no_oom_stage is None)
 

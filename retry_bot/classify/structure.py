@@ -43,6 +43,7 @@ from retry_bot.classify.trace import clean_line
 from runner_wrapper.record import UsageRecord
 
 __all__ = ["Structure", "analyse", "signal_of", "drop_post_failure_output", "drop_post_failure_output_and_markers",
+           "drop_superseded_attempts",
            "POST_FAILURE_SECTIONS",
            "HELPER_SECTIONS", "AFTER_FAILURE_OUTPUT_SECTIONS"]
 
@@ -214,6 +215,54 @@ def drop_post_failure_output(raw: bytes) -> bytes:
     when there is nothing to drop (the common case costs a few ``bytes.find`` calls).
     """
     return drop_post_failure_output_and_markers(raw)[0]
+
+
+#: GitLab Runner's lines about attempts it made again (gitlab-runner d79f3e7b): the per-attempt image pull
+#: warnings (docker executor: executors/docker/internal/pull/manager.go:157 'Failed to pull image with policy %q:
+#: %v' and :410 'Failed to pull image %q (attempt #%d), retrying: %v'; Kubernetes executor:
+#: executors/kubernetes/internal/pull/manager.go:66 'Failed to pull image %q for container %q with policy %q: %v')
+#: and the executor's preparation attempts (common/build.go:1362 'Preparation failed: %v', then :1363 'Will be
+#: retried in ...').  Each is followed by the next attempt or pull policy; when every attempt fails, the runner's
+#: final 'Job failed (system failure): %v' / 'Job failed: failed to pull image %q with specified policies %v: %v'
+#: line repeats the last cause, so these lines themselves never need to decide.
+_SUPERSEDED = re.compile(
+    rb'(?m)^[^\n]{0,60}(?:WARNING: Failed to pull image (?:with policy "|"[^"\n]{1,400}" '
+    rb'(?:\(attempt #|for container "[^"\n]{1,100}" with policy "))|ERROR: Preparation failed: )[^\n]*(?:\n|\Z)')
+#: the runner prints them while it prepares the executor, in the first lines of the job's log
+_SUPERSEDED_BYTES = 32 * 1024
+#: the headers of the stages after the executor's preparation (common/build.go:774-775 GetStageDescription, and
+#: the script's 'Executing "step_script" stage of the job script')
+_PAST_PREPARATION = (b"Preparing environment", b"Getting source from Git repository", b" stage of the job script")
+
+
+def drop_superseded_attempts(raw: bytes) -> bytes:
+    """``raw`` without GitLab Runner's lines about attempts it made again (:data:`_SUPERSEDED`).
+
+    A pull policy that failed before a later one found the image (``always`` then ``if-not-present``:
+    'Using locally found image version due to "if-not-present" pull policy'), a pull attempt the runner
+    retried, or a preparation it retried leaves a line naming a registry fault, a missing tag, refused
+    credentials or a daemon error in a job that then ran and failed for its own reason; if the attempts
+    failed for good, the runner's final line says so with the same cause.  They are dropped only when a
+    stage header follows the last of them (:data:`_PAST_PREPARATION`): the job got past them.  Only a log that opens with the
+    runner's first line ('Running with gitlab-runner VERSION (REVISION)', common/build.go:2390,
+    common/version.go:53) is searched, and only its first 32 KiB: the prepare section follows that line,
+    and a tail cut from a longer log (or a quoted excerpt) has neither.  Returns ``raw`` itself when there
+    is nothing to drop."""
+    if raw.find(b"Running with gitlab-", 0, 1024) < 0:
+        return raw
+    if (raw.find(b"WARNING: Failed to pull image", 0, _SUPERSEDED_BYTES) < 0
+            and raw.find(b"ERROR: Preparation failed: ", 0, _SUPERSEDED_BYTES) < 0):
+        return raw
+    end = raw.find(b"\n", _SUPERSEDED_BYTES)
+    end = len(raw) if end < 0 else end + 1
+    last = None
+    for last in _SUPERSEDED.finditer(raw, 0, end):
+        pass
+    # superseded only if the job got past them: a later stage header (a log that stops at them, whole or
+    # quoted only that far, keeps them)
+    if last is None or not any(raw.find(h, last.end()) >= 0 for h in _PAST_PREPARATION):
+        return raw
+    return _SUPERSEDED.sub(b"", raw[:end]) + raw[end:]
 
 
 def drop_post_failure_output_and_markers(raw: bytes) -> tuple[bytes, bool]:
