@@ -74,8 +74,9 @@ HELDOUT_Q = tomllib.loads((DATA / "heldout-q.toml").read_text("utf-8"))["case"]
 #: seventeenth pass (88.9 %), then read by the eighteenth: tuning data since (its format and disjointness are
 #: checked below, and it has a decision floor like the other read splits)
 HELDOUT_R = tomllib.loads((DATA / "heldout-r.toml").read_text("utf-8"))["case"]
-#: Sealed (collected blind while the eighteenth pass read R, audited against its sources): only its format and
-#: disjointness are checked here, never its verdicts
+#: Collected blind while the eighteenth pass read R, audited against its sources, scored blind once after the
+#: eighteenth pass and the runner catalogue (87.6 %), then read by the nineteenth: tuning data since (its format and
+#: disjointness are checked below, and it has a decision floor like the other read splits)
 HELDOUT_S = tomllib.loads((DATA / "heldout-s.toml").read_text("utf-8"))["case"]
 
 
