@@ -295,9 +295,10 @@ NEAR_MISSES = [
      "jenkins-scm-fetch-failed", "infrastructure", {}),
     # ssh refusing a key is not the shell's EACCES on a file
     (b"git@gitlab.example.com: Permission denied (publickey).\n", "shell-exec-permission-denied", None, {}),
-    # the helper container gone before attach stays the runner's infrastructure
+    # the helper container gone before attach is not the build container's rule (the nineteenth pass reads it at
+    # prepare time as the helper image that cannot run there: k8s-helper-container-exited-at-prepare, config_error)
     (b"ERROR: Job failed (system failure): prepare environment: unable to upgrade connection: container not found "
-     b"(\"helper\")\n", "build-container-exited-before-attach", "infrastructure",
+     b"(\"helper\")\n", "build-container-exited-before-attach", "config_error",
      {"failure_reason": "runner_system_failure"}),
     # a fetch that failed before, then Spack's ordinary success
     (b"==> Fetching https://mirror.spack.io/_source-cache/archive/ab/ab12.tar.gz\n", "spack-error", None, {}),
