@@ -278,8 +278,10 @@ def drop_superseded_attempts(raw: bytes) -> bytes:
     stage header follows the last of them (:data:`_PAST_PREPARATION`): the job got past them.  Only a log that opens with the
     runner's first line ('Running with gitlab-runner VERSION (REVISION)', common/build.go:2390,
     common/version.go:53) is searched, and only its first 32 KiB: the prepare section follows that line,
-    and a tail cut from a longer log (or a quoted excerpt) has neither.  Returns ``raw`` itself when there
-    is nothing to drop."""
+    and a tail cut from a longer log (or a quoted excerpt) has neither.  A whole GitHub Actions log (its
+    'Set up job' opens with "Current runner version: 'V'") gets the same treatment for the docker pulls its
+    runner retried (:func:`_drop_superseded_actions_pulls`).  Returns ``raw`` itself when there is nothing
+    to drop."""
     if raw.find(b"Running with gitlab-", 0, 1024) < 0:
         if raw.find(b"Current runner version: '", 0, 1024) >= 0:
             return _drop_superseded_actions_pulls(raw)
