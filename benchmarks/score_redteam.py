@@ -13,7 +13,7 @@ reason) and a 4Gi memory limit in force; the shipped default policy decides.  A 
 
 Usage::
 
-    .venv/bin/python benchmarks/score_redteam.py [--set precision|recall|runner] [--list]
+    .venv/bin/python benchmarks/score_redteam.py [--set precision|recall|runner|actions] [--list]
 
 Prints tried / wasted / missed per set (``--list``: every probe with its verdict and rule).
 """
@@ -34,7 +34,8 @@ from retry_bot.decide import Action, ClassUsage, decide  # noqa: E402
 from retry_bot.model import JobFacts  # noqa: E402
 from retry_bot.policy import default_policy  # noqa: E402
 
-SETS = {"precision": [f"precision_{i}" for i in range(1, 9)], "recall": ["recall"], "runner": ["runner"]}
+SETS = {"precision": [f"precision_{i}" for i in range(1, 9)], "recall": ["recall"], "runner": ["runner"],
+        "actions": ["actions"]}
 #: Probes the red team itself judged arguable and left out of its counts (kept for reading).
 ARGUABLE = frozenset({"runner-shutdown-words-app-cmake"})
 WANTED = {"oom": Action.RESIZE, "infrastructure": Action.RETRY}

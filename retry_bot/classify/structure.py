@@ -235,6 +235,38 @@ _SUPERSEDED_BYTES = 32 * 1024
 _PAST_PREPARATION = (b"Preparing environment", b"Getting source from Git repository", b" stage of the job script")
 
 
+#: GitHub Actions' runner retries a failed ``docker pull`` of the job container, a service or a Docker
+#: action's image (actions/runner src/Runner.Worker/ContainerOperationProvider.cs:214, ActionManager.cs:954:
+#: '##[warning]Docker pull failed with exit code N, back off S seconds before retry.'; the web view prints
+#: 'Warning: ...'): one attempt is its '/usr/bin/docker pull IMAGE' line, the daemon's error and that warning
+_ACTIONS_PULL_ATTEMPT = re.compile(
+    rb'(?m)^[^\n]{0,60}/docker pull [^\n]*\n(?:[^\n]*\n){0,20}?[^\n]{0,60}(?:##\[warning\]|Warning: )'
+    rb'Docker pull failed with exit code -?[0-9]+, back off [^\n]*(?:\n|\Z)')
+#: ... and when every attempt failed it ends the step with the same words and no back-off (:225, :963)
+_ACTIONS_PULL_FAILED = re.compile(rb'(?m)Docker pull failed with exit code -?[0-9]+\s*$')
+#: the job got past the pulls: a service's health wait (ContainerOperationProvider.cs:112) or a step's 'Run'
+_ACTIONS_PAST_PULLS = (b"##[group]Waiting for all services to be ready", b"##[group]Run ")
+
+
+def _drop_superseded_actions_pulls(raw: bytes) -> bytes:
+    """GitHub Actions' counterpart of :func:`drop_superseded_attempts`: a whole log (the runner's 'Set up job'
+    opens with "Current runner version: 'V'", JobExtension) whose first 32 KiB hold pull attempts the runner
+    retried (:data:`_ACTIONS_PULL_ATTEMPT`) and then got past (no final :data:`_ACTIONS_PULL_FAILED` line after
+    them, a later :data:`_ACTIONS_PAST_PULLS`) loses those attempts: the registry's 503, Docker Hub's
+    toomanyrequests or a reset that a later attempt overcame does not decide a job that failed in its steps."""
+    if raw.find(b"Docker pull failed with exit code", 0, _SUPERSEDED_BYTES) < 0:
+        return raw
+    end = raw.find(b"\n", _SUPERSEDED_BYTES)
+    end = len(raw) if end < 0 else end + 1
+    last = None
+    for last in _ACTIONS_PULL_ATTEMPT.finditer(raw, 0, end):
+        pass
+    if (last is None or _ACTIONS_PULL_FAILED.search(raw, last.end()) is not None
+            or not any(raw.find(h, last.end()) >= 0 for h in _ACTIONS_PAST_PULLS)):
+        return raw
+    return _ACTIONS_PULL_ATTEMPT.sub(b"", raw[:end]) + raw[end:]
+
+
 def drop_superseded_attempts(raw: bytes) -> bytes:
     """``raw`` without GitLab Runner's lines about attempts it made again (:data:`_SUPERSEDED`).
 
@@ -246,9 +278,13 @@ def drop_superseded_attempts(raw: bytes) -> bytes:
     stage header follows the last of them (:data:`_PAST_PREPARATION`): the job got past them.  Only a log that opens with the
     runner's first line ('Running with gitlab-runner VERSION (REVISION)', common/build.go:2390,
     common/version.go:53) is searched, and only its first 32 KiB: the prepare section follows that line,
-    and a tail cut from a longer log (or a quoted excerpt) has neither.  Returns ``raw`` itself when there
-    is nothing to drop."""
+    and a tail cut from a longer log (or a quoted excerpt) has neither.  A whole GitHub Actions log (its
+    'Set up job' opens with "Current runner version: 'V'") gets the same treatment for the docker pulls its
+    runner retried (:func:`_drop_superseded_actions_pulls`).  Returns ``raw`` itself when there is nothing
+    to drop."""
     if raw.find(b"Running with gitlab-", 0, 1024) < 0:
+        if raw.find(b"Current runner version: '", 0, 1024) >= 0:
+            return _drop_superseded_actions_pulls(raw)
         return raw
     if (raw.find(b"WARNING: Failed to pull image", 0, _SUPERSEDED_BYTES) < 0
             and raw.find(b"ERROR: Preparation failed: ", 0, _SUPERSEDED_BYTES) < 0):

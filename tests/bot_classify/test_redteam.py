@@ -1,5 +1,5 @@
-"""Floors on the red-team probes (benchmarks/redteam, docs/taxonomy.md "Tenth pass", "Eleventh pass" and
-"GitLab Runner's job-log catalogue").
+"""Floors on the red-team probes (benchmarks/redteam, docs/taxonomy.md "Tenth pass", "Eleventh pass",
+"GitLab Runner's job-log catalogue" and "GitHub Actions' job-log catalogue").
 
 The probes are job-log tails written from the tools' formats; the tenth pass brought the precision set's
 wasted re-runs from 65 to 17 and the eleventh the recall set's misses from 33 to 5.  A later rule may not
@@ -19,14 +19,15 @@ import score_redteam  # noqa: E402
 
 #: (set, at most wasted re-runs, at most missed), as reached by the eleventh pass; the runner set (GitLab
 #: Runner's own job-log messages, docs/taxonomy.md "GitLab Runner's job-log catalogue") as its pass left it:
-#: its 3 misses are the helper container's 137, which the shipped policy cannot size without a helper limit
-FLOORS = [("precision", 17, 1), ("recall", 0, 5), ("runner", 0, 3)]
+#: its 3 misses are the helper container's 137, which the shipped policy cannot size without a helper limit; the
+#: actions set (GitHub Actions' own job-log messages, "GitHub Actions' job-log catalogue") as its pass left it
+FLOORS = [("precision", 17, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 0, 0)]
 
 
 @pytest.mark.parametrize("name,max_wasted,max_missed", FLOORS)
 def test_redteam_floor(taxonomy, name, max_wasted, max_missed):
     t = score_redteam.score(name, taxonomy)
-    assert t.tried >= {"precision": 147, "recall": 188, "runner": 115}[name]
+    assert t.tried >= {"precision": 147, "recall": 188, "runner": 115, "actions": 105}[name]
     assert len(t.wasted) <= max_wasted, t.wasted
     assert len(t.missed) <= max_missed, t.missed
 
