@@ -198,4 +198,6 @@ def test_seventh_pass_traps_are_never_resized(taxonomy, trace, extra):
 def test_kill_signal_stage_sits_between_diagnostic_and_generic(taxonomy):
     names = [s.name for s in taxonomy.stages]
     assert names.index("diagnostic") < names.index("kill_signal") < names.index("generic")
-    assert {r.name for r in taxonomy.rules_by_stage["kill_signal"]} == {"make-killed", "sigkill-any-tool"}
+    # the twentieth pass adds CircleCI's step verdict for a SIGKILLed step (weak, like the other two)
+    assert {r.name for r in taxonomy.rules_by_stage["kill_signal"]} == {"make-killed", "sigkill-any-tool",
+                                                                         "circleci-killed-signal"}

@@ -193,17 +193,22 @@ def test_score_script_runs_on_every_split(capsys):
 #: case less (77/84) R was scored blind once after the seventeenth pass (88.9 %) and read by the eighteenth, which
 #: reached 69/72: its floor is one case less (68/72). S was scored blind once after the eighteenth pass and the
 #: runner catalogue (87.6 %) and read by the nineteenth, which reached 84/89: its floor is one case less (83/89).
+#: T was scored blind once after the nineteenth pass and the GitHub Actions catalogue (77.9 %) and read by the
+#: twentieth, which reached 60/68: its floor is one case less (59/68).
 DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
                    "heldout-d": 0.97, "heldout-e": 0.978, "heldout-f": 0.967, "heldout-g": 0.89, "heldout-i": 0.904,
                    "heldout-j": 0.977, "heldout-k": 0.958, "heldout-l": 0.965, "heldout-m": 0.924, "heldout-n": 0.843,
                    "heldout-o": 0.946, "heldout-p": 0.911, "heldout-q": 0.916, "heldout-r": 0.944,
-                   "heldout-s": 0.932}
+                   "heldout-s": 0.932, "heldout-t": 0.867}
 #: Deterministic re-runs allowed per split (3.5 per 100 unless listed). N keeps 3 of 83 (3.6 per 100), each a
 #: documented miss of the fifteenth pass (docs/taxonomy.md, "Fifteenth pass"): a DNS failure and a clone
 #: time-out labelled configuration after their maintainers (the same texts are transient in other splits and
 #: in the red team's recall probes), and a test run's 1 h time limit whose SIGKILL prints the shell's 'Killed'.
-#: None may be added.
-WASTED_CAPS = {"heldout-n": 3 / 83}
+#: None may be added. T keeps 4 of 68 (5.9 per 100), each a documented miss of the twentieth pass
+#: (docs/taxonomy.md, "Twentieth pass"): its collector's traps, an 'LLVM ERROR: out of memory' and an ENOMEM that
+#: were compiler bugs, a 502 from a repository that went away, and a 'reference is not a tree' after a history
+#: rewrite (the same texts carry the opposite cause in other splits and in the red team's probes). None may be added.
+WASTED_CAPS = {"heldout-n": 3 / 83, "heldout-t": 4 / 68}
 
 
 def test_every_split_keeps_its_decision_floor(taxonomy):
