@@ -48,12 +48,18 @@ class Tally:
     missed: list[str] = field(default_factory=list)
 
 
+def arguable(mod) -> frozenset[str]:
+    """The probes left out of the counts for a probe module: :data:`ARGUABLE` and the module's own
+    ``ARGUABLE``, if it names any."""
+    return ARGUABLE | getattr(mod, "ARGUABLE", frozenset())
+
+
 def probes(name: str) -> list[tuple]:
     """The probes of set ``name`` (``SETS``), arguable ones left out."""
     out = []
     for module in SETS[name]:
         mod = importlib.import_module(f"benchmarks.redteam.{module}")
-        skip = ARGUABLE | getattr(mod, "ARGUABLE", frozenset())  # a set may name its own arguable probes
+        skip = arguable(mod)
         out.extend(p for p in mod.P if p[0] not in skip)
     return out
 

@@ -97,8 +97,9 @@ def inputs(taxonomy) -> list[tuple[str, str, JobFacts, bytes]]:
             out.append((f"redteam-{name}", pid, facts, text.encode()))
     for module in (m for ms in score_redteam.SETS.values() for m in ms):
         mod = importlib.import_module(f"benchmarks.redteam.{module}")
+        skip = score_redteam.arguable(mod)
         for pid, _want, text, *rest in mod.P:
-            if pid in score_redteam.ARGUABLE | getattr(mod, "ARGUABLE", frozenset()):
+            if pid in skip:
                 out.append(("redteam-arguable", pid, JobFacts(job_id=1, name=pid, failure_reason="script_failure",
                                                               exit_code=rest[0] if rest else None), text.encode()))
     # trigger lines far back behind build output: the growing windows and the older region's pre-filter

@@ -248,6 +248,23 @@ _ACTIONS_PULL_FAILED = re.compile(rb'(?m)Docker pull failed with exit code -?[0-
 _ACTIONS_PAST_PULLS = (b"##[group]Waiting for all services to be ready", b"##[group]Run ")
 
 
+def _drop_attempts_got_past(raw: bytes, attempt: re.Pattern[bytes], past: tuple[bytes, ...],
+                            failed: re.Pattern[bytes] | None = None) -> bytes:
+    """``raw`` without the ``attempt`` lines of its first :data:`_SUPERSEDED_BYTES` (to the end of the line
+    there), if the job got past the last of them: one of ``past`` follows it and ``failed`` (the runner's
+    own "every attempt failed" line) does not.  Otherwise ``raw`` itself."""
+    end = raw.find(b"\n", _SUPERSEDED_BYTES)
+    end = len(raw) if end < 0 else end + 1
+    last = None
+    for last in attempt.finditer(raw, 0, end):
+        pass
+    # a log that stops at them (whole, or quoted only that far) keeps them
+    if (last is None or (failed is not None and failed.search(raw, last.end()) is not None)
+            or not any(raw.find(h, last.end()) >= 0 for h in past)):
+        return raw
+    return attempt.sub(b"", raw[:end]) + raw[end:]
+
+
 def _drop_superseded_actions_pulls(raw: bytes) -> bytes:
     """GitHub Actions' counterpart of :func:`drop_superseded_attempts`: a whole log (the runner's 'Set up job'
     opens with "Current runner version: 'V'", JobExtension) whose first 32 KiB hold pull attempts the runner
@@ -256,15 +273,7 @@ def _drop_superseded_actions_pulls(raw: bytes) -> bytes:
     toomanyrequests or a reset that a later attempt overcame does not decide a job that failed in its steps."""
     if raw.find(b"Docker pull failed with exit code", 0, _SUPERSEDED_BYTES) < 0:
         return raw
-    end = raw.find(b"\n", _SUPERSEDED_BYTES)
-    end = len(raw) if end < 0 else end + 1
-    last = None
-    for last in _ACTIONS_PULL_ATTEMPT.finditer(raw, 0, end):
-        pass
-    if (last is None or _ACTIONS_PULL_FAILED.search(raw, last.end()) is not None
-            or not any(raw.find(h, last.end()) >= 0 for h in _ACTIONS_PAST_PULLS)):
-        return raw
-    return _ACTIONS_PULL_ATTEMPT.sub(b"", raw[:end]) + raw[end:]
+    return _drop_attempts_got_past(raw, _ACTIONS_PULL_ATTEMPT, _ACTIONS_PAST_PULLS, _ACTIONS_PULL_FAILED)
 
 
 def drop_superseded_attempts(raw: bytes) -> bytes:
@@ -289,16 +298,8 @@ def drop_superseded_attempts(raw: bytes) -> bytes:
     if (raw.find(b"WARNING: Failed to pull image", 0, _SUPERSEDED_BYTES) < 0
             and raw.find(b"ERROR: Preparation failed: ", 0, _SUPERSEDED_BYTES) < 0):
         return raw
-    end = raw.find(b"\n", _SUPERSEDED_BYTES)
-    end = len(raw) if end < 0 else end + 1
-    last = None
-    for last in _SUPERSEDED.finditer(raw, 0, end):
-        pass
-    # superseded only if the job got past them: a later stage header (a log that stops at them, whole or
-    # quoted only that far, keeps them)
-    if last is None or not any(raw.find(h, last.end()) >= 0 for h in _PAST_PREPARATION):
-        return raw
-    return _SUPERSEDED.sub(b"", raw[:end]) + raw[end:]
+    # superseded only if the job got past them: a later stage header
+    return _drop_attempts_got_past(raw, _SUPERSEDED, _PAST_PREPARATION)
 
 
 def drop_post_failure_output_and_markers(raw: bytes) -> tuple[bytes, bool]:
