@@ -450,10 +450,12 @@ class _Decider:
             request = self._memory_request_in_force()
             peak = self._observed_peak()
         used = memory_used(limit, peak, request)
-        if used is None and helper:
+        if used is None and helper and (r.helper_max_memory is None or r.unknown_limit == UnknownLimit.NONE):
             return self.none(f"{what}: cannot size the helper container's resize: the job does not set "
                              f"{names.memory_limit} (the helper limit comes from the runner's config.toml) "
-                             "and resize.default_memory is unset", "resize.default_memory")
+                             "and resize.helper_default_memory is unset"
+                             + (" (nor resize.helper_max_memory, to go to the runners' ceiling)"
+                                if r.helper_max_memory is None else ""), "resize.helper_default_memory")
         unknown = used is None
         if unknown and r.unknown_limit == UnknownLimit.NONE:
             return self.none(f"{what}: cannot size a resize: neither the memory limit in force nor an "
@@ -461,6 +463,10 @@ class _Decider:
                              "default_memory, or resize.unknown_limit = \"max\")", "resize.unknown_limit")
         global_cap = r.max_memory if self.resolved.max_memory is None else min(r.max_memory, self.resolved.max_memory)
         cap_src = "resize.max_memory" if global_cap == r.max_memory else self.resolved.max_memory_source
+        if helper and r.helper_max_memory is not None and r.helper_max_memory < global_cap:
+            # the runner refuses a helper overwrite above its helper_memory_limit_overwrite_max_allowed
+            # (executors/kubernetes/overwrites.go): the job would fail before it started
+            global_cap, cap_src = r.helper_max_memory, "resize.helper_max_memory"
         # Nothing known (resize.unknown_limit = "max"): one step to the largest limit allowed.
         need = global_cap if unknown else memory_need(used, r, self.predicted)
         target, _ = self._climb(need_memory=need, need_cpu=None, global_cap=global_cap,
@@ -514,8 +520,9 @@ class _Decider:
         if peak:
             base += f", peak {human_bytes(peak)}"
         if unknown:
+            default_key = "resize.helper_default_memory" if helper else "resize.default_memory"
             notes.append("nothing says the limit in force, so the largest allowed, as resize.unknown_limit = "
-                         "\"max\" says; resize.default_memory would size from the runners' default instead")
+                         f"\"max\" says; {default_key} would size from the runners' default instead")
         elif self.predicted and need > memory_need(used, r):
             notes.append(f"raised to the prediction {human_bytes(self.predicted)}")
         if need > cap and not unknown:
@@ -647,8 +654,8 @@ class _Decider:
         parsed = _parse_var(self.facts.variables, name, parse_memory)
         if parsed:
             return int(parsed), f"job variable {name}"
-        if self.policy.resize.default_memory:
-            return self.policy.resize.default_memory, "resize.default_memory"
+        if self.policy.resize.helper_default_memory:
+            return self.policy.resize.helper_default_memory, "resize.helper_default_memory"
         return None, ""
 
     def _memory_request_in_force(self) -> int | None:

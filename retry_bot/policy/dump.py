@@ -70,6 +70,9 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
     }
     if r.default_memory is not None:
         resize["default_memory"] = exact_memory(r.default_memory)
+    for key in ("helper_default_memory", "helper_max_memory"):
+        if getattr(r, key) is not None:
+            resize[key] = exact_memory(getattr(r, key))
     if r.cpu is not None:
         resize["cpu"] = {"ratio": r.cpu.ratio, "min_bump": exact_cpu(r.cpu.min_bump) if r.cpu.min_bump else 0,
                          "max_cpus": exact_cpu(r.cpu.max_cpus), "default": exact_cpu(r.cpu.default)}

@@ -73,7 +73,8 @@ _RULE_KEYS = ("action", "budget", "backoff")
 _BACKOFF_KEYS = ("initial", "factor", "max")
 _VARIABLE_KEYS = ("memory_limit", "memory_request", "cpu_limit", "cpu_request", "helper_memory_limit",
                   "helper_memory_request", "memory_format", "raise_request")
-_RESIZE_KEYS = ("ratio", "min_bump", "granularity", "max_memory", "default_memory", "unknown_limit", "beyond_top",
+_RESIZE_KEYS = ("ratio", "min_bump", "granularity", "max_memory", "default_memory", "unknown_limit",
+                "helper_default_memory", "helper_max_memory", "beyond_top",
                 "last_attempt", "cpu", "time")
 _CPU_KEYS = ("ratio", "min_bump", "max_cpus", "default")
 _TIME_KEYS = ("ratio", "min_bump", "max", "default")
@@ -397,6 +398,7 @@ class _Reader:
             **self._bump(t, path, ResizeRule(), {
                 "min_bump": (_memory(allow_zero=True), "a memory quantity"),
                 "granularity": memory, "max_memory": memory, "default_memory": memory,
+                "helper_default_memory": memory, "helper_max_memory": memory,
                 "unknown_limit": (_enum(UnknownLimit), "max or none"),
                 "beyond_top": (_enum(BeyondTop), "cap or stop"),
                 "last_attempt": (_enum(LastAttempt), "bump or max")}),
@@ -406,6 +408,10 @@ class _Reader:
         if r.granularity > r.max_memory:
             self.problem(_join(path, "granularity"), "is larger than max_memory")
         self._not_above(r, path, "default_memory", "max_memory")
+        if r.helper_max_memory is not None:
+            self._not_above(r, path, "helper_default_memory", "helper_max_memory")
+        else:
+            self._not_above(r, path, "helper_default_memory", "max_memory")
         return r
 
     def cpu_rule(self, value: Any, path: str) -> CpuRule:

@@ -242,6 +242,16 @@ class ResizeRule:
     default_memory: int | None = None
     #: When even that is unknown (and no peak was observed): see :class:`UnknownLimit`.
     unknown_limit: UnknownLimit = UnknownLimit.MAX
+    #: The Kubernetes helper container's limit in force when the job does not set
+    #: ``variables.helper_memory_limit``: the runners' ``helper_memory_limit``
+    #: (``[runners.kubernetes]``).  ``None``: unknown (the build's ``default_memory`` says
+    #: nothing about the helper).
+    helper_default_memory: int | None = None
+    #: The most a ``helper_oom`` resize may ask for: the runners'
+    #: ``helper_memory_limit_overwrite_max_allowed`` (a value above it fails the job:
+    #: ``the resource "memory" requested ... is higher than limit allowed``).  ``None``:
+    #: unknown, then only ``max_memory`` caps it and an unknown helper limit cannot be sized.
+    helper_max_memory: int | None = None
     beyond_top: BeyondTop = BeyondTop.CAP
     last_attempt: LastAttempt = LastAttempt.BUMP
     cpu: CpuRule | None = None

@@ -14,6 +14,8 @@ from retry_bot.policy import default_policy
 
 from .conftest import decided, facts
 
+GiB, MiB = 2**30, 2**20
+
 
 
 
@@ -163,6 +165,48 @@ def test_helper_oom_without_a_known_helper_limit_says_what_is_missing(taxonomy):
     d = helper_decision(taxonomy, {"KUBERNETES_MEMORY_LIMIT": "4Gi"})
     assert d.action == Action.NONE
     assert "KUBERNETES_HELPER_MEMORY_LIMIT" in d.reason and "config.toml" in d.reason
+
+
+def helper_policy(**resize):
+    policy = default_policy()
+    return dataclasses.replace(policy, resize=dataclasses.replace(policy.resize, **resize))
+
+
+def test_helper_oom_sizes_from_the_runners_helper_limit_not_the_builds_default(taxonomy):
+    # the build's default_memory says nothing about the helper container
+    d = helper_decision(taxonomy, {"KUBERNETES_MEMORY_LIMIT": "4Gi"}, helper_policy(default_memory=8 * GiB))
+    assert d.action == Action.NONE and "resize.helper_default_memory" in d.reason
+    d = helper_decision(taxonomy, {}, helper_policy(default_memory=8 * GiB, helper_default_memory=512 * MiB))
+    assert d.action == Action.RESIZE
+    # 512Mi: max(x1.5, +512Mi min_bump) = 1Gi
+    assert d.variables["KUBERNETES_HELPER_MEMORY_LIMIT"] == "1Gi"
+    assert set(d.variables) <= {"KUBERNETES_HELPER_MEMORY_LIMIT", "KUBERNETES_HELPER_MEMORY_REQUEST"}
+    assert "resize.helper_default_memory" in d.reason
+
+
+def test_helper_oom_never_asks_more_than_the_runners_helper_ceiling(taxonomy):
+    # gitlab-runner executors/kubernetes/overwrites.go: a helper overwrite above
+    # helper_memory_limit_overwrite_max_allowed fails the job before it starts
+    d = helper_decision(taxonomy, {"KUBERNETES_HELPER_MEMORY_LIMIT": "1Gi"},
+                        helper_policy(helper_max_memory=1280 * MiB))
+    assert d.action == Action.RESIZE
+    assert d.variables["KUBERNETES_HELPER_MEMORY_LIMIT"] == "1280Mi"
+    assert "resize.helper_max_memory" in d.reason
+    d = helper_decision(taxonomy, {"KUBERNETES_HELPER_MEMORY_LIMIT": "1280Mi"},
+                        helper_policy(helper_max_memory=1280 * MiB))
+    assert d.action == Action.NONE and "ceiling" in d.reason
+
+
+def test_an_unknown_helper_limit_goes_to_the_helper_ceiling_not_the_builds(taxonomy):
+    d = helper_decision(taxonomy, {"KUBERNETES_MEMORY_LIMIT": "4Gi"}, helper_policy(helper_max_memory=2 * GiB))
+    assert d.action == Action.RESIZE
+    # (the request stays as it was: nothing known to reserve for, as for the build container)
+    assert d.variables == {"KUBERNETES_HELPER_MEMORY_LIMIT": "2Gi"}
+    assert "resize.helper_default_memory would size" in d.reason
+    # unknown_limit = "none" leaves it alone, as it does the build container
+    from retry_bot.policy import UnknownLimit
+    d = helper_decision(taxonomy, {}, helper_policy(helper_max_memory=2 * GiB, unknown_limit=UnknownLimit.NONE))
+    assert d.action == Action.NONE and "resize.helper_default_memory" in d.reason
 
 
 def test_an_empty_helper_variable_falls_back_to_the_build_variables(taxonomy):

@@ -78,7 +78,8 @@ def test_every_key_of_the_effective_policy_is_documented():
                 yield from keys(v, f"{prefix}{k}.")
             yield k
 
-    full = policy_to_dict(parse_policy(annotated + textwrap.dedent("""
+    full = policy_to_dict(parse_policy(annotated.replace('# helper_default_memory', 'helper_default_memory')
+                                       .replace('# helper_max_memory', 'helper_max_memory') + textwrap.dedent("""
         [resize.cpu]
         [resize.time]
         [[overrides]]
@@ -168,6 +169,13 @@ def test_policy_to_dict_round_trips_through_tomli_w():
     assert parse_policy(tomli_w.dumps(policy_to_dict(p))) == p
 
 
+def test_the_helper_containers_limits_parse_and_round_trip():
+    p = parse_policy("[resize]\nhelper_default_memory = '512Mi'\nhelper_max_memory = '2Gi'\n")
+    assert (p.resize.helper_default_memory, p.resize.helper_max_memory) == (512 * MiB, 2 * GiB)
+    assert parse_policy(tomli_w.dumps(policy_to_dict(p))) == p
+    assert default_policy().resize.helper_max_memory is None  # a runner's ceiling nobody wrote down
+
+
 @pytest.mark.parametrize("text,seconds", [("90s", 90), ("10m", 600), ("1h30m", 5400), ("2d", 172800),
                                           ("250ms", 0.25), (45, 45), ("0", 0), (1.5, 1.5)])
 def test_durations(text, seconds):
@@ -211,6 +219,9 @@ def test_exact_memory_spelling_reads_back(nbytes):
     ("[resize]\nmin_bump = '-1Gi'", "resize.min_bump", "negative"),
     ("[resize]\ngranularity = '128Gi'", "resize.granularity", "larger than max_memory"),
     ("[resize]\nbeyond_top = 'clamp'", "resize.beyond_top", "cap, stop"),
+    ("[resize]\nhelper_default_memory = '4Gi'\nhelper_max_memory = '2Gi'", "resize.helper_default_memory",
+     "above helper_max_memory"),
+    ("[resize]\nhelper_max_memory = '2GB'", "resize.helper_max_memory", "did you mean '2G'"),
     ("[resize.cpu]\nmax_cpus = 'lots'", "resize.cpu.max_cpus", "not a Kubernetes quantity"),
     ("[resize.time]\nmax = '10s'", "resize.time.max", "too short"),
     ("[families.timeout]\naction = 'resize'", "families.timeout.action", "resize.cpu"),
