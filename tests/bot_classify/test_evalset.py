@@ -86,8 +86,9 @@ HELDOUT_T = tomllib.loads((DATA / "heldout-t.toml").read_text("utf-8"))["case"]
 #: twentieth pass (82.1 %), then read by the twenty-first: tuning data since (its format and disjointness are
 #: checked below, and it has a decision floor like the other read splits)
 HELDOUT_U = tomllib.loads((DATA / "heldout-u.toml").read_text("utf-8"))["case"]
-#: Sealed (collected blind while the twenty-first pass read U, audited against its sources): only its format and
-#: disjointness are checked here, never its verdicts
+#: Collected blind while the twenty-first pass read U, audited against its sources, scored blind once after the
+#: twenty-first pass (83.1 %), then read by the twenty-second: tuning data since (its format and disjointness are
+#: checked below, and it has a decision floor like the other read splits)
 HELDOUT_V = tomllib.loads((DATA / "heldout-v.toml").read_text("utf-8"))["case"]
 #: Sealed (collected blind right after V, the same way, audited against its sources): only its format and
 #: disjointness are checked here, never its verdicts
@@ -215,11 +216,14 @@ def test_score_script_runs_on_every_split(capsys):
 #: T was scored blind once after the nineteenth pass and the GitHub Actions catalogue (77.9 %) and read by the
 #: twentieth, which reached 60/68: its floor is one case less (59/68). U was scored blind once after the twentieth
 #: pass (82.1 %) and read by the twenty-first, which reached 51/56: its floor is one case less (50/56).
+#: V was scored blind once after the twenty-first pass (83.1 %) and read by the twenty-second, which reached 51/59: its
+#: floor is one case less (50/59).
 DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
                    "heldout-d": 0.97, "heldout-e": 0.978, "heldout-f": 0.967, "heldout-g": 0.89, "heldout-i": 0.904,
                    "heldout-j": 0.977, "heldout-k": 0.958, "heldout-l": 0.965, "heldout-m": 0.924, "heldout-n": 0.843,
                    "heldout-o": 0.946, "heldout-p": 0.911, "heldout-q": 0.916, "heldout-r": 0.944,
-                   "heldout-s": 0.932, "heldout-t": 0.867, "heldout-u": 0.892}
+                   "heldout-s": 0.932, "heldout-t": 0.867, "heldout-u": 0.892,
+                   "heldout-v": 0.847}
 #: Deterministic re-runs allowed per split (3.5 per 100 unless listed). N keeps 3 of 83 (3.6 per 100), each a
 #: documented miss of the fifteenth pass (docs/taxonomy.md, "Fifteenth pass"): a DNS failure and a clone
 #: time-out labelled configuration after their maintainers (the same texts are transient in other splits and
@@ -228,7 +232,11 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
 #: (docs/taxonomy.md, "Twentieth pass"): its collector's traps, an 'LLVM ERROR: out of memory' and an ENOMEM that
 #: were compiler bugs, a 502 from a repository that went away, and a 'reference is not a tree' after a history
 #: rewrite (the same texts carry the opposite cause in other splits and in the red team's probes). None may be added.
-WASTED_CAPS = {"heldout-n": 3 / 83, "heldout-t": 4 / 68}
+#: V keeps 3 of 59 (5.1 per 100), each a documented miss of the twenty-second pass (docs/taxonomy.md, "Twenty-second
+#: pass"): a Gradle daemon that disappeared for a commit message, an artifact upload's 500 from a server
+#: misconfiguration, and a Java heap exhausted by a leak in the tests (the same texts are labelled transient or OOM in
+#: other splits: heldout-n/-a, heldout-b, heldout-q/-s). None may be added.
+WASTED_CAPS = {"heldout-n": 3 / 83, "heldout-t": 4 / 68, "heldout-v": 3 / 59}
 
 
 def test_every_split_keeps_its_decision_floor(taxonomy):
