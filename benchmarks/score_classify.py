@@ -51,7 +51,8 @@ its sources, scored blind once after the twenty-first pass (76b4ecb: 83.1 %) and
 twenty-second, so tuning data since; ``heldout-w`` = collected the same way right after V (70 cases after its
 audit, 7 GitLab job logs), audited against its sources: **sealed**; ``heldout-x`` = collected the same way
 after W (69 cases after its audit, 4 GitLab), audited against its sources: **sealed**, for the pass after the
-one that reads W):
+one that reads W; ``heldout-y`` = collected the same way after X (61 cases after its audit, no GitLab job log),
+audited against its sources: **sealed**):
 
 * right decision: the shipped default policy (``retry_bot.policy.default_policy``) with the memory
   limit in force known (``KUBERNETES_MEMORY_LIMIT=4Gi`` in the job's variables, as in
@@ -67,7 +68,7 @@ Usage::
 
     .venv/bin/python benchmarks/score_classify.py [--split heldout-f] [--misses]
 
-``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-w``, ``heldout-x``) unless
+``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-w``, ``heldout-x``, ``heldout-y``) unless
 ``--i-am-done-tuning`` is given: a held-out split is only honest if its cases never guide a rule.
 """
 
@@ -100,7 +101,8 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
           "heldout-q": DATA / "heldout-q.toml", "heldout-r": DATA / "heldout-r.toml",
           "heldout-s": DATA / "heldout-s.toml", "heldout-t": DATA / "heldout-t.toml",
           "heldout-u": DATA / "heldout-u.toml", "heldout-v": DATA / "heldout-v.toml",
-          "heldout-w": DATA / "heldout-w.toml", "heldout-x": DATA / "heldout-x.toml"}
+          "heldout-w": DATA / "heldout-w.toml", "heldout-x": DATA / "heldout-x.toml",
+          "heldout-y": DATA / "heldout-y.toml"}
 #: Splits whose per-case misses must not be read while rules are being written (held-out B, scored
 #: once at 20a0100, C, scored once at a16d87a, D, scored once at 5c6641f, and E, scored before and
 #: after the fourth pass, were read afterwards: they are tuning data since; F, G and H, collected
@@ -127,9 +129,9 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
 #: twentieth pass was written and audited against its sources, was scored blind once after it (82.1 %) and then
 #: read by the twenty-first: tuning data since; V, collected blind while the twenty-first pass was written and
 #: audited against its sources, was scored blind once after it (76b4ecb: 83.1 %) and then read by the
-#: twenty-second: tuning data since; W and X, collected blind after V the same way and audited against their
+#: twenty-second: tuning data since; W, X and Y, collected blind after V the same way and audited against their
 #: sources: sealed until a pass reads them).
-SEALED: set[str] = {"heldout-w", "heldout-x"}
+SEALED: set[str] = {"heldout-w", "heldout-x", "heldout-y"}
 #: The memory limit in force for every scored job (the bot knows it in production from the job's
 #: variables or its usage record); without it the decision could not size a resize.
 LIMIT = "4Gi"
