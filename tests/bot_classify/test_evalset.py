@@ -99,6 +99,9 @@ HELDOUT_X = tomllib.loads((DATA / "heldout-x.toml").read_text("utf-8"))["case"]
 #: Sealed (collected blind after X, the same way, audited against its sources): only its format and
 #: disjointness are checked here, never its verdicts
 HELDOUT_Y = tomllib.loads((DATA / "heldout-y.toml").read_text("utf-8"))["case"]
+#: Sealed (collected blind after Y, the same way, audited against its sources): only its format and
+#: disjointness are checked here, never its verdicts
+HELDOUT_Z = tomllib.loads((DATA / "heldout-z.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -150,7 +153,7 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("s-", HELDOUT_S, 60), ("t-", HELDOUT_T, 60),
                                  ("u-", HELDOUT_U, 50), ("v-", HELDOUT_V, 50),
                                  ("w-", HELDOUT_W, 50), ("x-", HELDOUT_X, 50),
-                                 ("y-", HELDOUT_Y, 50)):
+                                 ("y-", HELDOUT_Y, 50), ("z-", HELDOUT_Z, 40)):
         assert len(split) >= least, prefix
         for c in split:
             assert c["id"].startswith(prefix) and c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
@@ -192,7 +195,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l", "heldout-m",
                   "heldout-n", "heldout-o", "heldout-p", "heldout-q", "heldout-r", "heldout-s", "heldout-t", "heldout-u",
                   "heldout-v", "heldout-w", "heldout-x",
-                  "heldout-y"):
+                  "heldout-y", "heldout-z"):
         assert out.count(split) >= 1 and "right" in out
 
 
