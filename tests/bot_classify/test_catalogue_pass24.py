@@ -30,6 +30,15 @@ POSITIVE = [
      b"error: Failed dependencies or problems:\n"
      b"\tinstalling package texlive-base-2023-5.el9.x86_64 needs 118MB more space on the /usr filesystem\n",
      "infrastructure", "package-manager-disk-requirements", Action.RETRY, {}),
+    (b"$ apt-get install -y --no-install-recommends texlive-full\n"
+     b"Need to get 1712 MB of archives.\n"
+     b"After this operation, 5381 MB of additional disk space will be used.\n"
+     b"E: You don't have enough free space in /var/cache/apt/archives/.\n",
+     "infrastructure", "package-manager-disk-requirements", Action.RETRY, {}),
+    (b"==> Installing dependencies...\n"
+     b"error: Partition /var too full: 281544 blocks needed, 120337 blocks free\n"
+     b"error: failed to commit transaction (not enough free disk space)\n",
+     "infrastructure", "package-manager-disk-requirements", Action.RETRY, {}),
     # --- B. runc could not join the namespaces of the container (nsexec failed before any command ran)
     (b"$ docker exec ci-db-7 psql -U postgres -c 'select 1'\n"
      b"OCI runtime exec failed: exec failed: container_linux.go:380: starting container process caused: "
@@ -66,6 +75,9 @@ NEAR_MISSES = [
     # A: a disk check that passed names sizes and a filesystem, not a missing amount
     (b"Checking disk requirements: 312MB needed on the /var filesystem, 4GB available\n"
      b"error: package python3-lxml-4.9.3-1.fc39 does not verify: no digest\n",
+     "package-manager-disk-requirements", None, {}),
+    # A: apt that could not read the free space (statvfs failed) has not found the disk full
+    (b"E: Couldn't determine free space in /var/cache/apt/archives/ - statvfs (38: Function not implemented)\n",
      "package-manager-disk-requirements", None, {}),
     # B: runc that started the process but could not find the image's command: configuration
     (b"OCI runtime exec failed: exec failed: container_linux.go:380: starting container process caused: "
