@@ -7,7 +7,7 @@ Prints numbers; asserts nothing.  Usage::
 
 Workloads (each trace is exactly 256 KiB, the tail the bot reads):
 
-* ``realistic``: each real excerpt of ``tests/data/joblogs/{cases,tuning,heldout-a,...,heldout-w}.toml`` at the end of ~256 KiB of
+* ``realistic``: each real excerpt of ``tests/data/joblogs/{cases,tuning,heldout-a,...,heldout-x}.toml`` at the end of ~256 KiB of
   synthetic build output (coloured CMake progress, compiler warnings, passing tests, GitLab section
   markers, a few carriage-return progress bars);
 * ``no-match``: the same build output ending in a plain ``exit code 1`` (every stage scans its whole
@@ -81,7 +81,8 @@ def workloads(rng: random.Random) -> dict[str, list[tuple[JobFacts, bytes]]]:
     cases = [c for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e",
                           "heldout-f", "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k",
                           "heldout-l", "heldout-m", "heldout-n", "heldout-o", "heldout-p", "heldout-q",
-                          "heldout-r", "heldout-s", "heldout-t", "heldout-u", "heldout-v", "heldout-w")
+                          "heldout-r", "heldout-s", "heldout-t", "heldout-u", "heldout-v", "heldout-w",
+                          "heldout-x")
              for c in tomllib.loads((ROOT / f"tests/data/joblogs/{split}.toml").read_text("utf-8"))["case"]]
     base = build_output(rng, TAIL + 4096)
     realistic = []

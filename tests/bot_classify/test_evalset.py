@@ -90,11 +90,11 @@ HELDOUT_U = tomllib.loads((DATA / "heldout-u.toml").read_text("utf-8"))["case"]
 #: twenty-first pass (83.1 %), then read by the twenty-second: tuning data since (its format and disjointness are
 #: checked below, and it has a decision floor like the other read splits)
 HELDOUT_V = tomllib.loads((DATA / "heldout-v.toml").read_text("utf-8"))["case"]
-#: Sealed (collected blind right after V, the same way, audited against its sources): only its format and
-#: disjointness are checked here, never its verdicts
+#: Collected blind right after V, the same way, audited against its sources, scored blind once after the
+#: twenty-second pass (91.4 %), then read by the twenty-third: tuning data since (it has a decision floor below)
 HELDOUT_W = tomllib.loads((DATA / "heldout-w.toml").read_text("utf-8"))["case"]
-#: Sealed (collected blind after W, the same way, audited against its sources): only its format and
-#: disjointness are checked here, never its verdicts
+#: Collected blind after W, the same way, audited against its sources, scored blind once after the twenty-third
+#: pass (87.0 %), then read by the twenty-fourth: tuning data since (it has a decision floor below)
 HELDOUT_X = tomllib.loads((DATA / "heldout-x.toml").read_text("utf-8"))["case"]
 #: Sealed (collected blind after X, the same way, audited against its sources): only its format and
 #: disjointness are checked here, never its verdicts
@@ -227,13 +227,15 @@ def test_score_script_runs_on_every_split(capsys):
 #: V was scored blind once after the twenty-first pass (83.1 %) and read by the twenty-second, which reached 51/59: its
 #: floor is one case less (50/59). W was scored blind once after the twenty-second pass (91.4 %) and read by the
 #: twenty-third, which reached 69/70 (in-sample, its cases also train the learned fallback since): its floor is one
-#: case less (68/70).
+#: case less (68/70). X was scored blind once after the twenty-third pass (87.0 %) and read by the twenty-fourth,
+#: which reached 64/69 (in-sample, its cases also train the learned fallback since): its floor is one case less
+#: (63/69).
 DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
                    "heldout-d": 0.97, "heldout-e": 0.978, "heldout-f": 0.967, "heldout-g": 0.89, "heldout-i": 0.904,
                    "heldout-j": 0.977, "heldout-k": 0.958, "heldout-l": 0.965, "heldout-m": 0.924, "heldout-n": 0.843,
                    "heldout-o": 0.946, "heldout-p": 0.911, "heldout-q": 0.916, "heldout-r": 0.944,
                    "heldout-s": 0.932, "heldout-t": 0.867, "heldout-u": 0.892,
-                   "heldout-v": 0.847, "heldout-w": 0.971}
+                   "heldout-v": 0.847, "heldout-w": 0.971, "heldout-x": 0.913}
 #: Deterministic re-runs allowed per split (3.5 per 100 unless listed). N keeps 3 of 83 (3.6 per 100), each a
 #: documented miss of the fifteenth pass (docs/taxonomy.md, "Fifteenth pass"): a DNS failure and a clone
 #: time-out labelled configuration after their maintainers (the same texts are transient in other splits and
@@ -246,7 +248,12 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
 #: pass"): a Gradle daemon that disappeared for a commit message, an artifact upload's 500 from a server
 #: misconfiguration, and a Java heap exhausted by a leak in the tests (the same texts are labelled transient or OOM in
 #: other splits: heldout-n/-a, heldout-b, heldout-q/-s). None may be added.
-WASTED_CAPS = {"heldout-n": 3 / 83, "heldout-t": 4 / 68, "heldout-v": 3 / 59}
+#: X keeps 3 of 69 (4.3 per 100), each a documented miss of the twenty-fourth pass (docs/taxonomy.md, "Twenty-fourth
+#: pass"): two parallel makes whose compiler could not open its output file in a directory not yet created (the
+#: same line is a race labelled infrastructure in heldout-a, heldout-d and X itself), and a bare 'Killed' with make's
+#: 'Error 137' that nobody diagnosed (labelled unknown; the same text is an OOM kill in some twenty cases of D to X).
+#: None may be added.
+WASTED_CAPS = {"heldout-n": 3 / 83, "heldout-t": 4 / 68, "heldout-v": 3 / 59, "heldout-x": 3 / 69}
 
 
 def test_every_split_keeps_its_decision_floor(taxonomy):
