@@ -761,7 +761,9 @@ class TraceText:
             ent = [len(self.raw), []]
             self._cands[key] = ent
         end, found = ent
-        if end > floor and len(found) < MAX_LINES_PER_NEEDLE:
+        # (end < floor + len(needle): no occurrence starting at or after floor fits before end, the
+        # searches below would find nothing and leave ent as it is)
+        if end >= floor + len(needle) and len(found) < MAX_LINES_PER_NEEDLE:
             raw = self.raw
             # a needle absent from the vocabulary is not searched: as if scanned down to floor
             start = floor if self.may_contain(needle, floor) else end
@@ -850,7 +852,12 @@ class TraceText:
     def occurs(self, needle: bytes, ignore_case: bool, lo: int, hi: int) -> bool:
         """Does :meth:`last_match` with ``needle`` have a line to try in ``[lo, hi)``?  (An occurrence
         of ``needle`` starting there, among the :data:`MAX_LINES_PER_NEEDLE` newest lines that hold it.)"""
-        for i, _ in self._candidates(needle, ignore_case, lo):
+        ent = self._cands.get((needle, ignore_case))
+        if ent is None or (ent[0] >= lo + len(needle) and len(ent[1]) < MAX_LINES_PER_NEEDLE):
+            found = self._candidates(needle, ignore_case, lo)
+        else:
+            found = ent[1]  # (what _candidates would return)
+        for i, _ in found:
             if i < lo:
                 return False
             if i < hi:
@@ -880,7 +887,7 @@ class TraceText:
                 found = ent[1]
                 if not found and ent[0] < floor + nlen:
                     continue  # already scanned down to this floor: not in the region
-                if ent[0] > floor and len(found) < MAX_LINES_PER_NEEDLE:
+                if ent[0] >= floor + nlen and len(found) < MAX_LINES_PER_NEEDLE:
                     found = self._candidates(needle, ignore_case, floor)
                 # else: _candidates would return ``found`` as it is
             for i, ls in found:
