@@ -435,40 +435,6 @@ def _anchor(needle: bytes) -> tuple[bytes, int] | None:
     return got  # type: ignore[return-value]
 
 
-class _KeyScan:
-    """An older region (see :meth:`TraceText.live_needles`) answered by substring searches of *cover
-    keys* instead of a word vocabulary: real build output's lines do not fold, and its words (some
-    4,500 letter runs per 32 KiB) cost more to split and collect than a few dozen C-level searches
-    for the letter runs that a stage's pending needles share (:meth:`NeedleIndex.cover`).  Each key
-    is searched at most once per region.  Like the vocabulary, a necessary condition only: a needle
-    whose key does not occur in the region cannot occur in it."""
-
-    __slots__ = ("words", "_text", "_seen", "cover")
-
-    def __init__(self, lowered: bytes, cover: dict[bytes, bytes]):
-        self.words = None  # (no word tests: live_needles asks admits needle by needle)
-        self._text = lowered
-        self._seen: dict[bytes, bool] = {}
-        self.cover = cover
-
-    def admits(self, needle: bytes) -> bool:
-        """May ``needle`` occur (in any case) wholly inside the region?  (``False``: certainly not.)"""
-        key = self.cover.get(needle)
-        if key is None:
-            a = _anchor(needle)
-            key = a[0] if a is not None else needle.lower()
-        got = self._seen.get(key)
-        if got is None:
-            got = self._seen[key] = key in self._text
-        return got
-
-
-#: An older region is searched by cover keys (:class:`_KeyScan`) rather than given a word vocabulary
-#: when its lines do not fold and its pending needles have at most this many distinct keys (measured
-#: on real output: 29 searches of 32 KiB cost about a third of the region's word vocabulary).
-_KEYSCAN_MAX_KEYS = 40
-
-
 class NeedleIndex:
     """A set of needles grouped by one cheap key test each, compiled once per taxonomy stage.
 
@@ -479,11 +445,10 @@ class NeedleIndex:
     on the needles whose key is present and on those without a key.
     """
 
-    __slots__ = ("needles", "keyless", "groups", "_cover")
+    __slots__ = ("needles", "keyless", "groups")
 
     def __init__(self, needles: Iterable[bytes]):
         self.needles: tuple[bytes, ...] = tuple(dict.fromkeys(needles))
-        self._cover: dict[bytes, bytes] | None = None
         keyless: list[bytes] = []
         #: 0: whole words; k > 0: first k letters of a word; k < 0: last -k letters
         groups: dict[int, dict[bytes, list[bytes]]] = {}
@@ -503,29 +468,6 @@ class NeedleIndex:
                 keyless.append(n)
         self.keyless = tuple(keyless)
         self.groups = {k: {key: tuple(v) for key, v in g.items()} for k, g in groups.items()}
-
-    def cover(self) -> dict[bytes, bytes]:
-        """needle -> its *cover key* for :class:`_KeyScan`: one of its runs of 3 or more ASCII letters,
-        lower-cased, chosen so that the needles share few keys (greedy set cover: most needles first,
-        longer runs preferred; worked out on first use, once per index).  Needles without such a run
-        are not in the dict.  Any run is a necessary condition: wherever a needle occurs, in any
-        case, each of its lower-cased letter runs occurs in the lower-cased text."""
-        if self._cover is None:
-            runs = {n: set(_ANCHOR_RE.findall(n.lower())) for n in self.needles}
-            todo = [n for n in self.needles if runs[n]]
-            cover: dict[bytes, bytes] = {}
-            while todo:
-                count: dict[bytes, int] = {}
-                for n in todo:
-                    for r in runs[n]:
-                        count[r] = count.get(r, 0) + 1
-                best = max(count, key=lambda r: (count[r] * min(len(r), 6), len(r), r))
-                for n in todo:
-                    if best in runs[n]:
-                        cover[n] = best
-                todo = [n for n in todo if n not in cover]
-            self._cover = cover
-        return self._cover
 
 
 class TraceText:
@@ -611,8 +553,8 @@ class TraceText:
                 # region) dismisses most of them for less than their substring scans would cost.  An
                 # occurrence starting before vstart ends before vstart + _OVERLAP_BYTES (longer needles
                 # are always scanned), so it lies wholly in the region the vocabulary covers.
-                vocab = self._older_vocabulary(lo, vstart, index, older)
-                if vocab.words is None:  # line shapes only, or cover keys
+                vocab = self._older_vocabulary(lo, vstart)
+                if vocab.words is None:  # line shapes only
                     older = [n for n in older if len(n) >= _OVERLAP_BYTES or vocab.admits(n)]
                 else:
                     # as below: a needle whose key is not among the region's words cannot pass admits
@@ -624,7 +566,7 @@ class TraceText:
                     keep = {n for n in maybe if len(n) < _OVERLAP_BYTES and vocab.admits(n)}
                     keep.update(n for n in older if len(n) >= _OVERLAP_BYTES)
                     older = [n for n in older if n in keep]
-            live.extend(n for n in older if low.find(n.lower(), lo - off, vstart + len(n) - 1 - off) >= 0)
+            live.extend(n for n in older if low.rfind(n.lower(), lo - off, vstart + len(n) - 1 - off) >= 0)
             return frozenset(live)
         vocab = self._vocabulary()
         maybe = list(index.keyless)
@@ -648,27 +590,13 @@ class TraceText:
         fallback reads too.  Do not modify the set."""
         return self._vocabulary().words
 
-    def _older_vocabulary(self, lo: int, vstart: int, index: NeedleIndex | None = None,
-                          pending: list[bytes] | None = None) -> _Vocabulary | _KeyScan:
+    def _older_vocabulary(self, lo: int, vstart: int) -> _Vocabulary:
         """The word vocabulary of ``raw[lo : vstart + _OVERLAP_BYTES]`` (the part before the
-        vocabulary's, and a little of it), built once per ``lo``; or, when that text's lines do not
-        fold and ``pending`` (needles of ``index``) share at most :data:`_KEYSCAN_MAX_KEYS` cover
-        keys, a :class:`_KeyScan` of it."""
+        vocabulary's, and a little of it), built once per ``lo``."""
         got = self._older.get(lo) if self._older is not None else None
         if got is None:
             low, off = self._lowered(lo)
-            region = low[lo - off:vstart + _OVERLAP_BYTES - off]
-            if index is not None and pending and region.count(b"\n") * _SHAPES_LINE_BYTES >= len(region) \
-                    and _distinct_lines(region):
-                cover = index.cover()
-                keys = set()
-                for n in pending:
-                    key = cover.get(n)
-                    keys.add(key if key is not None else n)
-                if len(keys) <= _KEYSCAN_MAX_KEYS:
-                    got = _KeyScan(region, cover)
-            if got is None:
-                got = _Vocabulary.of_region(region)
+            got = _Vocabulary.of_region(low[lo - off:vstart + _OVERLAP_BYTES - off])
             if self._older is None:
                 self._older = {}
             self._older[lo] = got
@@ -716,7 +644,7 @@ class TraceText:
         if older is not None and len(needle) < _OVERLAP_BYTES:
             return older.admits(needle)
         low, off = self._lowered(lo)
-        return low.find(needle.lower(), lo - off, vstart + len(needle) - 1 - off) >= 0
+        return low.rfind(needle.lower(), lo - off, vstart + len(needle) - 1 - off) >= 0
 
     def _lowered(self, lo: int) -> tuple[bytes, int]:
         """The lower-cased trace from ``lo`` on (computed once per suffix), and its offset."""
