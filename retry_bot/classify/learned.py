@@ -121,7 +121,7 @@ def known_words(trace: TraceText, known: frozenset[bytes] | None = None) -> set[
     the usage-record markers' letter runs."""
     words = trace.words()
     words = set(words) if known is None else words & known
-    if words and trace.raw.find(_MARKER, max(0, len(trace.raw) - 40 * 1024)) >= 0:
+    if words and trace.raw.rfind(_MARKER, max(0, len(trace.raw) - 40 * 1024)) >= 0:
         words -= _marker_words(trace.raw)
     return words
 

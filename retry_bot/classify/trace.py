@@ -321,8 +321,8 @@ class _Vocabulary:
         got = self._affixes.get(k)
         if got is None:
             long = self._affixes.get(0)
-            if long is None:  # words of 4+ letters, picked out at C speed (binary junk has few)
-                long = self._affixes[0] = set(_LONG_WORD_RE.findall(self.joined()))
+            if long is None:  # words of 4+ letters (a comprehension: cheaper than a regex over joined())
+                long = self._affixes[0] = {w for w in self.words if len(w) > 3}
             got = self._affixes[k] = set(map(_AFFIX_GETTERS[k], long))
         return got
 
@@ -566,7 +566,7 @@ class TraceText:
                     keep = {n for n in maybe if len(n) < _OVERLAP_BYTES and vocab.admits(n)}
                     keep.update(n for n in older if len(n) >= _OVERLAP_BYTES)
                     older = [n for n in older if n in keep]
-            live.extend(n for n in older if low.find(n.lower(), lo - off, vstart + len(n) - 1 - off) >= 0)
+            live.extend(n for n in older if low.rfind(n.lower(), lo - off, vstart + len(n) - 1 - off) >= 0)
             return frozenset(live)
         vocab = self._vocabulary()
         maybe = list(index.keyless)
@@ -644,7 +644,7 @@ class TraceText:
         if older is not None and len(needle) < _OVERLAP_BYTES:
             return older.admits(needle)
         low, off = self._lowered(lo)
-        return low.find(needle.lower(), lo - off, vstart + len(needle) - 1 - off) >= 0
+        return low.rfind(needle.lower(), lo - off, vstart + len(needle) - 1 - off) >= 0
 
     def _lowered(self, lo: int) -> tuple[bytes, int]:
         """The lower-cased trace from ``lo`` on (computed once per suffix), and its offset."""
@@ -689,7 +689,9 @@ class TraceText:
             ent = [len(self.raw), []]
             self._cands[key] = ent
         end, found = ent
-        if end > floor and len(found) < MAX_LINES_PER_NEEDLE:
+        # (end < floor + len(needle): no occurrence starting at or after floor fits before end, the
+        # searches below would find nothing and leave ent as it is)
+        if end >= floor + len(needle) and len(found) < MAX_LINES_PER_NEEDLE:
             raw = self.raw
             # a needle absent from the vocabulary is not searched: as if scanned down to floor
             start = floor if self.may_contain(needle, floor) else end
@@ -778,7 +780,12 @@ class TraceText:
     def occurs(self, needle: bytes, ignore_case: bool, lo: int, hi: int) -> bool:
         """Does :meth:`last_match` with ``needle`` have a line to try in ``[lo, hi)``?  (An occurrence
         of ``needle`` starting there, among the :data:`MAX_LINES_PER_NEEDLE` newest lines that hold it.)"""
-        for i, _ in self._candidates(needle, ignore_case, lo):
+        ent = self._cands.get((needle, ignore_case))
+        if ent is None or (ent[0] >= lo + len(needle) and len(ent[1]) < MAX_LINES_PER_NEEDLE):
+            found = self._candidates(needle, ignore_case, lo)
+        else:
+            found = ent[1]  # (what _candidates would return)
+        for i, _ in found:
             if i < lo:
                 return False
             if i < hi:
@@ -808,7 +815,7 @@ class TraceText:
                 found = ent[1]
                 if not found and ent[0] < floor + nlen:
                     continue  # already scanned down to this floor: not in the region
-                if ent[0] > floor and len(found) < MAX_LINES_PER_NEEDLE:
+                if ent[0] >= floor + nlen and len(found) < MAX_LINES_PER_NEEDLE:
                     found = self._candidates(needle, ignore_case, floor)
                 # else: _candidates would return ``found`` as it is
             for i, ls in found:

@@ -302,3 +302,72 @@ def test_every_needle_of_the_older_region_stays_live():
             got = TraceText(raw).live_needles(plan.index, lo)
             assert needle in got, needle
             assert got == _live_before(TraceText(raw), plan.index, lo)
+
+
+def _plain_occurs(raw: bytes, needle: bytes, ignore_case: bool, lo: int, hi: int) -> bool:
+    """``TraceText.occurs`` as plain scans: an occurrence starting in ``[lo, hi)`` among the newest
+    :data:`MAX_LINES_PER_NEEDLE` lines (from ``lo`` on) that hold one."""
+    return any(lo <= i < hi for i, _ in _plain_candidates(raw, needle, ignore_case, lo))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**6), st.integers(200, 40000), st.data())
+def test_cached_candidates_answer_repeated_and_falling_floors_like_plain_scans(seed, size, data):
+    """Third real-output pass: ``_candidates``, ``occurs`` and ``last_match`` answer a needle already
+    searched down to where no occurrence at or after the floor fits from its cached lines.  Asked
+    again and again at the same floor, at floors a few bytes apart (an occurrence straddling a
+    floor, one ending the trace), and at falling floors, they must find what plain scans find."""
+    rng = random.Random(seed)
+    raw = _real_like(rng, size) + b"".join(rng.choice(PIECES) for _ in range(rng.randint(0, 12)))
+    t = TraceText(raw)
+    n = len(raw)
+    vstart = max(0, n - VOCABULARY_BYTES)
+    for _ in range(data.draw(st.integers(1, 30))):
+        needle = data.draw(st.sampled_from(NEEDLES))
+        ignore_case = data.draw(st.booleans())
+        if ignore_case:
+            needle = needle.lower()
+        # a floor near an occurrence (straddling it), or anywhere in the vocabulary's part
+        occ = [i for i, _ in _plain_candidates(raw, needle, ignore_case, vstart)]
+        if occ and data.draw(st.booleans()):
+            floor = max(vstart, min(n, data.draw(st.sampled_from(occ)) + data.draw(st.integers(-3, len(needle) + 2))))
+        else:
+            floor = data.draw(st.integers(vstart, n))
+        kind = data.draw(st.sampled_from(("cands", "occurs", "last_match")))
+        if kind == "cands":
+            got = [c for c in t._candidates(needle, ignore_case, floor) if c[0] >= floor]
+            want = _plain_candidates(raw, needle, ignore_case, floor)
+            assert got == want[:len(got)] and (len(got) == len(want) or len(got) >= MAX_LINES_PER_NEEDLE), (
+                needle, ignore_case, floor)
+        elif kind == "occurs":
+            hi = data.draw(st.integers(floor, n))
+            assert t.occurs(needle, ignore_case, floor, hi) == _plain_occurs(raw, needle, ignore_case, floor, hi), (
+                needle, ignore_case, floor, hi)
+        else:
+            rx = re.compile(re.escape(needle), re.IGNORECASE if ignore_case else 0)
+            hit = t.last_match(rx, (needle,), ignore_case, lo=floor)
+            want = _plain_candidates(raw, needle, ignore_case, floor)
+            # the newest line with an occurrence starting at or after the floor whose cleaned line matches
+            exp = None
+            for i, ls in want:
+                if rx.search(t._line(i, len(needle))):
+                    exp = ls
+                    break
+            assert (hit[0] if hit else None) == exp, (needle, ignore_case, floor)
+
+
+def test_a_needle_ending_the_trace_and_one_straddling_the_floor_are_found_after_a_cached_miss():
+    raw = b"  copying a.py -> b\n" * 50 + b"x Killed\nERROR: Job failed: exit code 1"
+    t = TraceText(raw)
+    n = len(raw)
+    k = raw.index(b"Killed")
+    # first asked with a floor just past the occurrence (a cached miss there), then at its start
+    assert t._candidates(b"Killed", False, k + 1) == [] or all(i < k + 1 for i, _ in t._candidates(b"Killed", False, k + 1))
+    assert not t.occurs(b"Killed", False, k + 1, n)
+    assert t.occurs(b"Killed", False, k, n)
+    assert [i for i, _ in t._candidates(b"Killed", False, k)] == [k]
+    # a needle that ends the trace, asked repeatedly at floors up to its start
+    j = raw.index(b"exit code 1")
+    for floor in (j + 3, j + 1, j, j):
+        assert t.occurs(b"exit code 1", False, floor, n) == (floor <= j)
+    assert t.occurs(b"exit code", True, j, n) and not t.occurs(b"exit code", True, j + 1, n)
