@@ -48,7 +48,7 @@ READ_SPLITS: tuple[str, ...] = ("cases", "tuning", "heldout-a", "heldout-b", "he
                                 "heldout-f", "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k",
                                 "heldout-l", "heldout-m", "heldout-n", "heldout-o", "heldout-p",
                                 "heldout-q", "heldout-r", "heldout-s", "heldout-t", "heldout-u", "heldout-v",
-                                "heldout-w", "heldout-x")
+                                "heldout-w", "heldout-x", "heldout-y")
 #: The families the model may name: not ``canceled`` (GitLab's status says it) nor ``unknown``.
 CLASSES: tuple[str, ...] = ("oom", "timeout", "infrastructure", "build_error", "config_error")
 #: Digits kept in the artifact's log-probabilities (a regenerated artifact is byte-identical).
