@@ -7,7 +7,7 @@ Prints numbers; asserts nothing.  Usage::
 
 Workloads (each trace is exactly 256 KiB, the tail the bot reads):
 
-* ``realistic``: each real excerpt of ``tests/data/joblogs/{cases,tuning,heldout-a,...,heldout-y}.toml`` at the end of ~256 KiB of
+* ``realistic``: each real excerpt of ``tests/data/joblogs/{cases,tuning,heldout-a,...,heldout-z}.toml`` at the end of ~256 KiB of
   synthetic build output (coloured CMake progress, compiler warnings, passing tests, GitLab section
   markers, a few carriage-return progress bars);
 * ``no-match``: the same build output ending in a plain ``exit code 1`` (every stage scans its whole
@@ -82,7 +82,7 @@ def workloads(rng: random.Random) -> dict[str, list[tuple[JobFacts, bytes]]]:
                           "heldout-f", "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k",
                           "heldout-l", "heldout-m", "heldout-n", "heldout-o", "heldout-p", "heldout-q",
                           "heldout-r", "heldout-s", "heldout-t", "heldout-u", "heldout-v", "heldout-w",
-                          "heldout-x", "heldout-y")
+                          "heldout-x", "heldout-y", "heldout-z")
              for c in tomllib.loads((ROOT / f"tests/data/joblogs/{split}.toml").read_text("utf-8"))["case"]]
     base = build_output(rng, TAIL + 4096)
     realistic = []
