@@ -135,7 +135,9 @@ def test_shipped_artifact_is_what_the_training_script_produces(tmp_path):
     shipped = (ROOT / "retry_bot" / "classify" / MODEL_RESOURCE).read_text("utf-8")
     assert out.read_text("utf-8") == shipped, "regenerate: python -m retry_bot.classify.train --out retry_bot/classify/learned_model.json"
     data = json.loads(shipped)
-    assert data["trained_on"] == list(READ_SPLITS) and len(shipped) < 400_000
+    # the vocabulary grows with the read splits (min_df 2): 399,342 characters with cases to Y, 407,559 with Z
+    # (twenty-sixth pass); the bound stays a sanity check on the artifact's size, not a tuning knob
+    assert data["trained_on"] == list(READ_SPLITS) and len(shipped) < 500_000
     assert default_model().version == data["version"]
 
 
