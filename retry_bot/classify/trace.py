@@ -327,7 +327,6 @@ class _Vocabulary:
         return got
 
 
-_LONG_WORD_RE = re.compile(rb"[a-z]{4,}")
 #: The affix lengths :func:`_affix_key` gives, and their slicers.
 _AFFIX_GETTERS = {k: operator.itemgetter(slice(None, k) if k > 0 else slice(k, None)) for k in (4, 6, -4, -6)}
 #: Lower-cases ASCII letters and turns every digit into ``0`` (see :meth:`_Vocabulary.shapes`).

@@ -26,10 +26,13 @@ from retry_bot.classify.engine import _StagePlan
 from retry_bot.classify.structure import (_COMMAND, _END_BYTES, _HEADERS, _RUNNER_VERDICT, _SECTION_START,
                                           POST_FAILURE_SECTIONS, analyse, drop_post_failure_output,
                                           drop_post_failure_output_and_markers)
-from retry_bot.classify.trace import (_LETTER_TABLE, _LONG_WORD_RE, MAX_LINES_PER_NEEDLE, VOCABULARY_BYTES,
+from retry_bot.classify.trace import (_LETTER_TABLE, MAX_LINES_PER_NEEDLE, VOCABULARY_BYTES,
                                       NeedleIndex, TraceText, _anchor, _distinct_lines, _Vocabulary, clean_line)
 
 TAX = load_taxonomy()
+#: The words of 4+ letters as the affix sets once picked them (a regex over the joined words): the reference the
+#: comprehension in ``_Vocabulary.affixes`` is checked against.
+_LONG_WORD_RE = re.compile(rb"[a-z]{4,}")
 
 #: Case variants sharing anchors, as the taxonomy's needles do (``error``, ``status``, ``failed``).
 NEEDLES = [b"error", b"ERROR", b"Error:", b"error ", b": error", b"error[E", b"Error 137", b"Bus error",
