@@ -102,6 +102,9 @@ HELDOUT_Y = tomllib.loads((DATA / "heldout-y.toml").read_text("utf-8"))["case"]
 #: Collected blind after Y, the same way, audited against its sources, scored blind once after the twenty-fifth
 #: pass (87.5 %) and then read by the twenty-sixth: tuning data since (it has a decision floor below)
 HELDOUT_Z = tomllib.loads((DATA / "heldout-z.toml").read_text("utf-8"))["case"]
+#: Sealed (collected blind while the twenty-sixth pass read Z; 12 of its 38 cases audited so far): only its format
+#: and disjointness are checked here, never its verdicts
+HELDOUT_ZA = tomllib.loads((DATA / "heldout-za.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -153,7 +156,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("s-", HELDOUT_S, 60), ("t-", HELDOUT_T, 60),
                                  ("u-", HELDOUT_U, 50), ("v-", HELDOUT_V, 50),
                                  ("w-", HELDOUT_W, 50), ("x-", HELDOUT_X, 50),
-                                 ("y-", HELDOUT_Y, 50), ("z-", HELDOUT_Z, 40)):
+                                 ("y-", HELDOUT_Y, 50), ("z-", HELDOUT_Z, 40),
+                                 ("za-", HELDOUT_ZA, 35)):
         assert len(split) >= least, prefix
         for c in split:
             assert c["id"].startswith(prefix) and c["source"].startswith("https://") and c["excerpt"].strip(), c["id"]
@@ -195,7 +199,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l", "heldout-m",
                   "heldout-n", "heldout-o", "heldout-p", "heldout-q", "heldout-r", "heldout-s", "heldout-t", "heldout-u",
                   "heldout-v", "heldout-w", "heldout-x",
-                  "heldout-y", "heldout-z"):
+                  "heldout-y", "heldout-z", "heldout-za"):
         assert out.count(split) >= 1 and "right" in out
 
 
