@@ -779,12 +779,7 @@ class TraceText:
     def occurs(self, needle: bytes, ignore_case: bool, lo: int, hi: int) -> bool:
         """Does :meth:`last_match` with ``needle`` have a line to try in ``[lo, hi)``?  (An occurrence
         of ``needle`` starting there, among the :data:`MAX_LINES_PER_NEEDLE` newest lines that hold it.)"""
-        ent = self._cands.get((needle, ignore_case))
-        if ent is None or (ent[0] >= lo + len(needle) and len(ent[1]) < MAX_LINES_PER_NEEDLE):
-            found = self._candidates(needle, ignore_case, lo)
-        else:
-            found = ent[1]  # (what _candidates would return)
-        for i, _ in found:
+        for i, _ in self._candidates(needle, ignore_case, lo):  # (cached lines when nothing is left to scan)
             if i < lo:
                 return False
             if i < hi:
