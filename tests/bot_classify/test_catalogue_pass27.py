@@ -36,6 +36,11 @@ POSITIVE = [
      b"#12 21.55 go: github.com/prometheus/client_golang@v1.19.1: read \"https://goproxy.example.net/github.com/"
      b"prometheus/client_golang/@v/v1.19.1.zip\": unexpected EOF\n",
      "infrastructure", "go-module-fetch-cut", Action.RETRY, {}),
+    (b"$ go install github.com/acme/lint/cmd/acmelint@latest\n"
+     b"go: github.com/acme/lint/cmd/acmelint@latest: github.com/acme/lint@v0.9.2: Get "
+     b"\"https://goproxy.example.cn/github.com/acme/lint/@v/v0.9.2.zip\": read tcp 10.0.0.7:51234->203.0.113.9:443: "
+     b"read: connection reset by peer\n",
+     "infrastructure", "go-module-fetch-cut", Action.RETRY, {}),
     # --- D. a decompressor that hit the end of its input (a download cut before tar read it)
     (b"+ curl -sL https://mirrors.example.org/gnu/m4/m4-1.4.19.tar.xz | tar -xJf -\n"
      b"xz: (stdin): Unexpected end of input\n"
