@@ -49,6 +49,21 @@ POSITIVE = [
      b"cabal: internal error when reading package index: failed to parse .cabal file\n"
      b"The package index or index cache is probably corrupt. Running cabal update might fix it.\n",
      "infrastructure", "cabal-package-index-corrupt", Action.RETRY, {}),
+    # --- E. (family) cargo-nextest's TERMINATING status for a test its slow-timeout ends
+    (b"        SLOW [> 45.000s] (\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80) storage-engine::compaction merges_overlapping_runs\n"
+     b" TERMINATING [> 90.000s] (\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80) storage-engine::compaction merges_overlapping_runs\n",
+     "timeout", "nextest-terminating-slow-test", Action.NONE, {}),
+    # --- F. (family) Travis's log-limit notice in bytes: the cause was cut from the log
+    (b"Running 1812 examples...\n"
+     b"The log length has exceeded the limit of 8388608 Bytes\n",
+     "unknown", "travis-log-limit-bytes", Action.NONE, {}),
+    # --- G. (family) botocore's NoCredentialsError as the AWS CLI prints it
+    (b"$ aws s3 sync ./dist s3://releases.example.net/widgets/ --delete\n"
+     b"fatal error: Unable to locate credentials\n",
+     "config_error", "aws-cli-no-credentials", Action.NONE, {}),
+    (b"$ aws ecr get-login-password --region eu-west-1\n"
+     b"Unable to locate credentials. You can configure credentials by running \"aws configure\".\n",
+     "config_error", "aws-cli-no-credentials", Action.NONE, {}),
 ]
 
 
@@ -87,6 +102,15 @@ NEAR_MISSES = [
      b"widgets.cabal:14:3: error:\n"
      b"unexpected 'build-depend'\n",
      "cabal-package-index-corrupt", None, {}),
+    # E: nextest's SLOW status alone is a warning, not the termination
+    (b"        SLOW [> 60.000s] (\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80) storage-engine::compaction merges_overlapping_runs\n",
+     "nextest-terminating-slow-test", None, {}),
+    # F: a log that mentions a length limit in prose is not Travis's notice
+    (b"error: The log length has exceeded the limit of 100 characters per line in src/main.rs\n",
+     "travis-log-limit-bytes", None, {}),
+    # G: an application's own credential error in other words is not botocore's
+    (b"Error: Unable to locate credentials file ~/.config/widgets/creds.json\n",
+     "aws-cli-no-credentials", None, {}),
 ]
 
 
