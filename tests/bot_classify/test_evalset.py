@@ -110,6 +110,9 @@ HELDOUT_ZA = tomllib.loads((DATA / "heldout-za.toml").read_text("utf-8"))["case"
 #: once after the twenty-seventh pass (88.1 %) and then read by the twenty-eighth: tuning data since (it has a
 #: decision floor below)
 HELDOUT_ZB = tomllib.loads((DATA / "heldout-zb.toml").read_text("utf-8"))["case"]
+#: Sealed (collected blind after ZB while the twenty-seventh pass read ZA, audited against its sources): only its
+#: format and disjointness are checked here, never its verdicts
+HELDOUT_ZC = tomllib.loads((DATA / "heldout-zc.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -162,7 +165,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("u-", HELDOUT_U, 50), ("v-", HELDOUT_V, 50),
                                  ("w-", HELDOUT_W, 50), ("x-", HELDOUT_X, 50),
                                  ("y-", HELDOUT_Y, 50), ("z-", HELDOUT_Z, 40),
-                                 ("za-", HELDOUT_ZA, 35), ("zb-", HELDOUT_ZB, 60)):
+                                 ("za-", HELDOUT_ZA, 35), ("zb-", HELDOUT_ZB, 60),
+                                 ("zc-", HELDOUT_ZC, 50)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -208,7 +212,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l", "heldout-m",
                   "heldout-n", "heldout-o", "heldout-p", "heldout-q", "heldout-r", "heldout-s", "heldout-t", "heldout-u",
                   "heldout-v", "heldout-w", "heldout-x",
-                  "heldout-y", "heldout-z", "heldout-za", "heldout-zb"):
+                  "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc"):
         assert out.count(split) >= 1 and "right" in out
 
 
