@@ -108,8 +108,10 @@ FIXED += [
     # E: 'Killed' in a program's sentence; SIGKILL and 137 on a test assertion's line
     ("E-app-killed-sentence", _job("./integration.sh", b"10:14:07 proxy: Killed stale upstream session 4411\n"
                                    b"integration: 3 checks failed\n"), None, Action.NONE, {}),
+    # (no rule reads it: the naive Bayes fallback named it build_error; the logistic regression of the twenty-seventh
+    # pass (learned fallback) leans oom at p=0.50, below min_probability, so unknown stays: the decision is the same)
     ("E-assert-sigkill", _job("./ci/checks.sh", b"[check] watchdog stops a child killed by SIGKILL: expected 0 restarts, got 2\n"),
-     "build_error", Action.NONE, {}),
+     None, Action.NONE, {}),
     ("E-assert-137", _job("make check", b"tests/kill.sh: case 'term-group': want exit status 137, got 0\n"
                           b"make: *** [Makefile:88: check] Error 1\n", 2), "build_error", Action.NONE, {"exit_code": 2}),
     # F: a RUN step's test asserting on a child's 137 (buildkit plain progress; the classic builder)
