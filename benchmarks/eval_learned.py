@@ -23,11 +23,20 @@ deterministic failure re-run).
 Usage::
 
     .venv/bin/python benchmarks/eval_learned.py            # D, E, I, J (+ F, G, H): rules alone vs rules + model; LOSO CV
-    .venv/bin/python benchmarks/eval_learned.py --tune     # the grid the options were chosen from (on D only)
+    .venv/bin/python benchmarks/eval_learned.py --only-later --no-loso   # O to Z only
+    .venv/bin/python benchmarks/eval_learned.py --tune     # the naive Bayes era's grid on D (now over min_words and C)
 
 Since the ninth pass also held-out J (the rules at ``691d7d5``, main after the eighth pass, where the
 lead scored it blind, their learned fallback switched off; a model trained on cases to I); the bar for
 letting learned verdicts act is judged on D, E, I and J together.
+
+Since session 24 (the learned fallback's precision) also blind sets O to Z (:data:`LATER`), each at the commit it
+was scored blind at, the commit's own learned fallback switched off, with a model trained on the splits read
+before it: the pooled O..Z trade is the measure the model itself was changed by (naive Bayes -> L2 logistic
+regression, ``C = 1``; docs/taxonomy.md, "The learned fallback's precision").  ``--only-later`` replays
+only O to Z, ``--no-later`` leaves them out.  The models are trained by today's
+:func:`retry_bot.classify.train.train` (about 10-20 s each), so a full run with the leave-one-split-out
+cross-validation takes several minutes; ``--no-loso`` skips the latter.
 
 Only the splits already read (``READ_SPLITS``) can be loaded: a sealed blind set (ZC and later) is
 refused, so no option lets this script read it (K was read by the twelfth pass, L by the thirteenth, M by
@@ -73,6 +82,32 @@ TEMPORAL: dict[str, tuple[str, tuple[str, ...]]] = {
     # ninth pass: J as the lead scored it blind (main 691d7d5, after the eighth pass), a model trained on cases..I
     "heldout-j": ("691d7d5", _BEFORE_F + ("heldout-f", "heldout-g", "heldout-h", "heldout-i")),
 }
+_BEFORE_O = _BEFORE_F + ("heldout-f", "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l",
+                         "heldout-m", "heldout-n")
+
+
+def _before(last: str) -> tuple[str, ...]:
+    """The read splits up to and including ``last`` (in the order they were read)."""
+    return READ_SPLITS[:READ_SPLITS.index(last) + 1]
+
+
+#: The learned fallback's precision (session 24): blind sets O to Z, each re-classified at the commit
+#: it was scored blind at (the lead verified that each reproduces the set's recorded blind figure exactly), with
+#: a model trained on the splits read before it.
+LATER: dict[str, tuple[str, tuple[str, ...]]] = {
+    "heldout-o": ("e1ce4f1", _BEFORE_O),
+    "heldout-p": ("e1ce4f1", _BEFORE_O),
+    "heldout-q": ("a0d3bc8", _before("heldout-p")),
+    "heldout-r": ("ea0bf15", _before("heldout-q")),
+    "heldout-s": ("e11cc6b", _before("heldout-r")),
+    "heldout-t": ("bd26181", _before("heldout-s")),
+    "heldout-u": ("b1bc837", _before("heldout-t")),
+    "heldout-v": ("76b4ecb", _before("heldout-u")),
+    "heldout-w": ("583564a", _before("heldout-v")),
+    "heldout-x": ("0602632", _before("heldout-w")),
+    "heldout-y": ("7c2973c", _before("heldout-x")),
+    "heldout-z": ("a7e563c", _before("heldout-y")),
+}
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-f": ("563269b", _BEFORE_F),
@@ -81,7 +116,7 @@ SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 #: Commits whose classifier already had a learned fallback: it is switched off there (a site file),
 #: so that the old rules' ``unknown`` reaches the model trained here, as for D and E.
-_TREE_HAS_LEARNED = {"563269b", "715f118", "691d7d5"}
+_TREE_HAS_LEARNED = {"563269b", "715f118", "691d7d5"} | {commit for commit, _ in LATER.values()}
 _LEARNED_OFF = "[learned]\nenabled = false\n"
 
 _OLD_CLASSIFIER = r"""
@@ -268,26 +303,26 @@ def loso(options: Mapping[str, Any], threshold: float) -> None:
 
 
 def tune() -> None:
-    """The grid on D only (model trained on cases, tuning, A, B, C; rules at 5c6641f; learned verdicts
-    acting, budget 1)."""
+    """A grid on D only (model trained on cases, tuning, A, B, C; rules at 5c6641f; learned verdicts
+    acting, budget 1).  The sixth pass chose the naive Bayes's options on such a grid (smoothing, priors,
+    min_df, min_words); the logistic regression kept min_df, max_df and min_words and took the textbook
+    ``C = 1`` without a grid: this one only shows the neighbourhood."""
     commit, before = TEMPORAL["heldout-d"]
     cases = load("heldout-d")
     olds = old_verdicts(commit, "heldout-d")
     policy = acting_policy()  # so that the grid shows what acting on the model would do
     print(score(cases, olds, None, 1.0, policy).row("D rules alone"))
-    for min_words in (0, 5, 8, 12, 16):
+    for min_words in (0, 5, 12):
         opts = {**DEFAULT_OPTIONS, "min_words": min_words}
         model = model_for(before, opts)
         for th in (0.6, 0.8, 0.9):
             print(score(cases, olds, model, th, policy).row(f"{dict(opts)} t={th}"))
-    for uniform in (True, False):
-        for alpha in (0.1, 0.25, 0.5, 1.0):
-            for min_df in (1, 2, 3):
-                opts = {**DEFAULT_OPTIONS, "alpha": alpha, "min_df": min_df, "uniform_prior": uniform}
-                model = model_for(before, opts)
-                for th in (0.6, 0.8, 0.9, 0.99):
-                    s = score(cases, olds, model, th, policy)
-                    print(s.row(f"a={alpha} df={min_df} u={int(uniform)} t={th}"))
+    for c in (0.3, 1.0, 3.0):
+        for min_df in (1, 2, 3):
+            opts = {**DEFAULT_OPTIONS, "C": c, "min_df": min_df}
+            model = model_for(before, opts)
+            for th in (0.6, 0.8, 0.9):
+                print(score(cases, olds, model, th, policy).row(f"C={c} df={min_df} t={th}"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,7 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tune", action="store_true", help="print the grid on held-out D the options were chosen from")
     ap.add_argument("--changes", action="store_true", help="list the cases where the model spoke")
     ap.add_argument("--no-loso", action="store_true", help="skip the leave-one-split-out cross-validation")
-    ap.add_argument("--no-supporting", action="store_true", help="only D, E, I and J (not F, G and H)")
+    ap.add_argument("--no-supporting", action="store_true", help="not F, G and H")
+    ap.add_argument("--no-later", action="store_true", help="not O to Z")
+    ap.add_argument("--only-later", action="store_true", help="only O to Z")
     args = ap.parse_args(argv)
     if args.tune:
         tune()
@@ -305,10 +342,13 @@ def main(argv: list[str] | None = None) -> int:
     variants = {name: acting_policy(*flags) for name, flags in VARIANTS.items()}
     print(f"options {dict(DEFAULT_OPTIONS)}, min_probability {threshold} (the shipped [learned] table)")
     totals = {"blind sets D, E, I, J": {name: Trade() for name in VARIANTS},
-              "supporting F, G, H": {name: Trade() for name in VARIANTS}}
-    sets = [(s, v, "blind sets D, E, I, J") for s, v in TEMPORAL.items()]
-    if not args.no_supporting:
+              "supporting F, G, H": {name: Trade() for name in VARIANTS},
+              "blind sets O to Z": {name: Trade() for name in VARIANTS}}
+    sets = [] if args.only_later else [(s, v, "blind sets D, E, I, J") for s, v in TEMPORAL.items()]
+    if not args.no_supporting and not args.only_later:
         sets += [(s, v, "supporting F, G, H") for s, v in SUPPORTING.items()]
+    if not args.no_later:
+        sets += [(s, v, "blind sets O to Z") for s, v in LATER.items()]
     for split, (commit, before), group in sets:
         cases = load(split)
         olds = old_verdicts(commit, split)
@@ -327,8 +367,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.changes:
             for line in s.changed:
                 print(f"      {line}")
+    groups = {group for _, _, group in sets}
     for group, trades in totals.items():
-        if group.startswith("supporting") and args.no_supporting:
+        if group not in groups:
             continue
         print(f"\n{group}, acting once vs the shipped policy (the issue's bar for a change: fixed >= 3 x "
               f"deterministic re-runs added):")

@@ -1,4 +1,4 @@
-"""The learned fallback: a small naive Bayes text model behind the rules.
+"""The learned fallback: a small logistic-regression text model behind the rules.
 
 The rules decide whenever one of them matches.  When none does -- the verdict is the taxonomy's
 fallback or an ambiguous failure reason's ``unknown`` -- this model reads the end of the trace and
@@ -8,8 +8,12 @@ at or above the taxonomy's ``[learned] min_probability`` and on a trace with eno
 ``learned:<family>``, category ``learned_<family>`` (so a policy can treat it more cautiously than
 a rule's, by category), confidence ``weak``, and evidence naming the features that weighed most.
 
-Pure and dependency-free.  The model is a multinomial naive Bayes over *binary* features (a feature
-counts once per trace: build logs repeat lines), with Laplace smoothing.  The features:
+Pure and dependency-free.  The model is a multinomial logistic regression (L2-regularised, fitted by
+:func:`retry_bot.classify.train.fit_logistic`) over *binary* features (a feature counts once per
+trace: build logs repeat lines).  Until the twenty-seventh pass it was a multinomial naive Bayes over
+the same features, whose posteriors were overconfident: its ``infrastructure`` verdicts were right
+about 2 times for each deterministic failure they named, at any probability; the logistic regression's
+about 4 times (docs/taxonomy.md, "The learned fallback's precision").  The features:
 
 * the **words** of the last 32 KiB: runs of ASCII letters, lower-cased, of the distinct lines -- the
   very vocabulary the classifier's literal pre-filter already built for this trace
@@ -60,7 +64,8 @@ LAST_BYTES = 4096
 MAX_WORD = 40
 #: The artifact's file name in the package, and its format version.
 MODEL_RESOURCE = "learned_model.json"
-MODEL_FORMAT = 2
+#: 3: logistic regression (``bias``, ``weights``); 2 was the naive Bayes (``log_prior``, ``log_likelihood``).
+MODEL_FORMAT = 3
 
 #: Numbers kept in the last lines: exit codes with a meaning (POSIX 126/127, timeout(1)'s 124,
 #: docker run's 125, 128+N signals) and HTTP statuses (RFC 9110).
@@ -195,7 +200,7 @@ class LearnedVerdict:
 
     family: str
     probability: float
-    #: The features that weighed most for ``family`` (log-likelihood ratio against the others).
+    #: The features that weighed most for ``family`` (weight against the mean of the others').
     top_features: tuple[str, ...]
     #: Every class's posterior probability.
     posterior: Mapping[str, float]
@@ -205,18 +210,22 @@ class LearnedVerdict:
 
 
 class LearnedModel:
-    """A trained naive Bayes model (see :mod:`retry_bot.classify.train` for the artifact's fields)."""
+    """A trained logistic-regression model (see :mod:`retry_bot.classify.train` for the artifact's
+    fields): a class's score is its bias plus the weights of the trace's known features; the
+    posterior is their softmax."""
 
     def __init__(self, data: Mapping[str, Any]):
         if data.get("format") != MODEL_FORMAT:
-            raise ValueError(f"learned model: format {data.get('format')!r}, expected {MODEL_FORMAT}")
+            old = " (a naive Bayes artifact of an older release)" if data.get("format") in (1, 2) else ""
+            raise ValueError(f"learned model: format {data.get('format')!r}{old}, expected {MODEL_FORMAT}; "
+                             "regenerate it with python -m retry_bot.classify.train")
         self.data = data
         self.classes: tuple[str, ...] = tuple(data["classes"])
-        self.log_prior = tuple(float(x) for x in data["log_prior"])
+        self.bias = tuple(float(x) for x in data["bias"])
         k = len(self.classes)
-        weights: dict[str, list[float]] = data["log_likelihood"]
-        #: feature -> its log P(feature | class) for every class, in class order (one lookup per
-        #: feature in :meth:`predict`)
+        weights: dict[str, list[float]] = data["weights"]
+        #: feature -> its weight for every class, in class order (one lookup per feature in
+        #: :meth:`predict`)
         self.rows: dict[str, tuple[float, ...]] = {f: tuple(float(x) for x in w) for f, w in weights.items()}
         self.vocabulary = frozenset(weights)
         #: The plain words of the vocabulary (as features, and as the trace's word set holds them).
@@ -230,13 +239,13 @@ class LearnedModel:
         self.word_str: dict[bytes, str] = {f.encode("ascii"): f for f in self.word_features}
         self.last_words: dict[bytes, str] = {f[1:].encode("ascii"): f for f in weights
                                              if f.startswith("$") and f[1:2].isalpha()}
-        #: Per class: feature -> how much its likelihood favours the class over the mean of the
+        #: Per class: feature -> how much its weight favours the class over the mean of the
         #: others (the evidence's "weighed most").
         self.lift: tuple[dict[str, float], ...] = tuple(
             {f: w[c] - (sum(w) - w[c]) / max(k - 1, 1) for f, w in weights.items()} for c in range(k))
         self.version = str(data.get("version", ""))
-        #: Below this many known words the model does not speak (its probabilities are not
-        #: calibrated: a few strongly weighted words give a confident posterior on a thin trace).
+        #: Below this many known words the model does not speak (a few strongly weighted words give
+        #: a confident posterior on a thin trace).
         self.min_words = int(data.get("options", {}).get("min_words", 0))
         self.trained_on = tuple(data.get("trained_on", ()))
 
@@ -262,7 +271,7 @@ class LearnedModel:
             if self.classes[c] in banned:
                 scores.append(-math.inf)
                 continue
-            scores.append(self.log_prior[c] + math.fsum(cols[c]))
+            scores.append(self.bias[c] + math.fsum(cols[c]))
         top = max(scores)
         exps = [math.exp(s - top) if s != -math.inf else 0.0 for s in scores]
         total = sum(exps)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import operator
 import sys
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,7 +30,7 @@ from retry_bot.classify.trace import TraceText
 from retry_bot.model import JobFacts
 
 __all__ = ["READ_SPLITS", "CLASSES", "DEFAULT_OPTIONS", "case_features", "load_split",
-           "train", "to_json", "main"]
+           "fit_logistic", "train", "to_json", "main"]
 
 #: The labelled splits that were read while writing rules (in the order they were read), so
 #: in-sample for the rules anyway.  F, G and H were scored blind once by the lead and then read by
@@ -54,19 +55,22 @@ READ_SPLITS: tuple[str, ...] = ("cases", "tuning", "heldout-a", "heldout-b", "he
                                 "heldout-zb")
 #: The families the model may name: not ``canceled`` (GitLab's status says it) nor ``unknown``.
 CLASSES: tuple[str, ...] = ("oom", "timeout", "infrastructure", "build_error", "config_error")
-#: Digits kept in the artifact's log-probabilities (a regenerated artifact is byte-identical).
+#: Digits kept in the artifact's weights (a regenerated artifact is byte-identical).
 _DIGITS = 4
 
 
-#: Hyper-parameters (stored in the artifact): ``alpha`` (Laplace smoothing), ``min_df`` (a feature
-#: must occur in this many training traces), ``max_df`` (a word in more than this share of them is
-#: left out: ``error``, ``failed``, ``job``...), ``uniform_prior`` (equal class priors: the
-#: model speaks on the traces the rules left, whose mix of families is not the training set's),
-#: ``min_words`` (the model stays silent on a trace with fewer known words: see ``LearnedModel``).
-#: Chosen on held-out D with a model trained on the splits read before it (cases, tuning, A, B, C):
-#: see ``benchmarks/eval_learned.py`` and docs/taxonomy.md, "Sixth pass".
-DEFAULT_OPTIONS: Mapping[str, Any] = {"alpha": 0.25, "min_df": 2, "max_df": 0.2,
-                                      "uniform_prior": True, "min_words": 5}
+#: Hyper-parameters (stored in the artifact): ``C`` (the inverse of the L2 penalty on the weights, as
+#: scikit-learn's ``C``: the objective is ``sum of the cases' log-losses + ||w||^2 / (2 C)``; the class
+#: biases are not penalised), ``iterations`` (L-BFGS iterations, fixed so that the artifact is
+#: deterministic; the objective has settled to within 0.1 % by 60), ``min_df`` (a feature must occur in
+#: this many training traces), ``max_df`` (a word in more than this share of them is left out:
+#: ``error``, ``failed``, ``job``...), ``min_words`` (the model stays silent on a trace with fewer
+#: known words: see ``LearnedModel``).  ``min_df``, ``max_df`` and ``min_words`` are the naive Bayes
+#: model's (chosen on held-out D, "Sixth pass"); ``C = 1`` is the textbook default, not tuned: see
+#: ``benchmarks/eval_learned.py`` and docs/taxonomy.md, "The learned fallback's precision".
+DEFAULT_OPTIONS: Mapping[str, Any] = {"C": 1.0, "iterations": 100, "min_df": 2, "max_df": 0.2, "min_words": 5}
+#: The L-BFGS memory (pairs of steps kept).
+_MEMORY = 8
 
 
 def load_split(data_dir: Path, split: str) -> list[dict[str, Any]]:
@@ -88,10 +92,97 @@ def case_features(case: Mapping[str, Any]) -> set[str]:
     return features(trace, failure_reason=facts.failure_reason, exit_code=code, structure=analyse(raw))
 
 
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return math.fsum(map(operator.mul, a, b))
+
+
+def fit_logistic(docs: Sequence[Sequence[int]], labels: Sequence[int], n_features: int, n_classes: int,
+                 c: float, iterations: int) -> tuple[list[list[float]], list[float]]:
+    """Multinomial logistic regression on binary features: the weights (one list per class) and the
+    class biases minimising ``sum_d -log softmax(b + W x_d)[y_d] + ||W||^2 / (2 c)``.
+
+    ``docs``: each document's feature indices (sorted, distinct).  L-BFGS (memory :data:`_MEMORY`)
+    preconditioned by the diagonal bound of the Hessian (``df_j / 4 + 1 / c``), with Armijo
+    backtracking, for exactly ``iterations`` iterations (fewer only if no step decreases the
+    objective any more): every operation is in a fixed order, so the result is deterministic.
+    """
+    k, v, n = n_classes, n_features, len(docs)
+    lam = 1.0 / c
+    # the documents holding each feature: the gradient of a weight is a sum over them
+    holders: list[list[int]] = [[] for _ in range(v)]
+    for d, feats in enumerate(docs):
+        for j in feats:
+            holders[j].append(d)
+    size = k * v + k  # the weights class by class, then the biases
+
+    def objective(theta: list[float]) -> tuple[float, list[float]]:
+        w = [theta[i * v:(i + 1) * v] for i in range(k)]
+        b = theta[k * v:]
+        resid = [[0.0] * n for _ in range(k)]  # p(class | doc) - [class is the label]
+        loss = 0.0
+        for d, feats in enumerate(docs):
+            s = [b[i] + sum(map(w[i].__getitem__, feats)) for i in range(k)]
+            top = max(s)
+            e = [math.exp(x - top) for x in s]
+            t = sum(e)
+            loss += top + math.log(t) - s[labels[d]]
+            for i in range(k):
+                resid[i][d] = e[i] / t - (labels[d] == i)
+        grad: list[float] = []
+        for i in range(k):
+            r, wi = resid[i], w[i]
+            grad.extend(sum(map(r.__getitem__, holders[j])) + lam * wi[j] for j in range(v))
+        grad.extend(sum(resid[i]) for i in range(k))
+        return loss + 0.5 * lam * math.fsum(x * x for x in theta[:k * v]), grad
+
+    diag = [0.25 * len(holders[j]) + lam for j in range(v)] * k + [0.25 * n] * k
+    theta = [0.0] * size
+    f, g = objective(theta)
+    steps: list[tuple[list[float], list[float]]] = []
+    for _ in range(iterations):
+        # the two-loop recursion: direction = -H g, H the L-BFGS inverse Hessian on the diagonal bound
+        q = g[:]
+        kept = []
+        for s_, y_ in reversed(steps):
+            rho = 1.0 / _dot(y_, s_)
+            a = rho * _dot(s_, q)
+            kept.append((a, rho, s_, y_))
+            q = [qi - a * yi for qi, yi in zip(q, y_)]
+        gamma = 1.0
+        if steps:
+            s_, y_ = steps[-1]
+            gamma = _dot(s_, y_) / _dot(y_, [yi / hi for yi, hi in zip(y_, diag)])
+        r = [gamma * qi / hi for qi, hi in zip(q, diag)]
+        for a, rho, s_, y_ in reversed(kept):
+            beta = rho * _dot(y_, r)
+            r = [ri + (a - beta) * si for ri, si in zip(r, s_)]
+        direction = [-ri for ri in r]
+        slope = _dot(g, direction)
+        if slope >= 0:  # not a descent direction (rounding): restart from the preconditioned gradient
+            steps = []
+            direction = [-gi / hi for gi, hi in zip(g, diag)]
+            slope = _dot(g, direction)
+        t = 1.0
+        for _ in range(30):
+            new = [x + t * dx for x, dx in zip(theta, direction)]
+            nf, ng = objective(new)
+            if nf <= f + 1e-4 * t * slope:
+                break
+            t *= 0.5
+        else:
+            break  # converged as far as floating point goes
+        s_ = [a - b for a, b in zip(new, theta)]
+        y_ = [a - b for a, b in zip(ng, g)]
+        if _dot(s_, y_) > 1e-10:
+            steps.append((s_, y_))
+            del steps[:-_MEMORY]
+        theta, f, g = new, nf, ng
+    return [theta[i * v:(i + 1) * v] for i in range(k)], theta[k * v:]
+
+
 def train(cases: Iterable[Mapping[str, Any]], options: Mapping[str, Any] = DEFAULT_OPTIONS,
           trained_on: Sequence[str] = ()) -> dict[str, Any]:
-    """A naive Bayes artifact (JSON-ready) from labelled cases; deterministic for the same input."""
-    alpha = float(options["alpha"])
+    """A logistic-regression artifact (JSON-ready) from labelled cases; deterministic for the same input."""
     min_df = int(options["min_df"])
     docs: list[tuple[int, set[str]]] = []
     for c in cases:
@@ -111,28 +202,18 @@ def train(cases: Iterable[Mapping[str, Any]], options: Mapping[str, Any] = DEFAU
     vocab = sorted(f for f, n in df.items() if n >= min_df and (n <= most or f.startswith(("s:", "#"))))
     index = {f: i for i, f in enumerate(vocab)}
     k = len(CLASSES)
-    counts = [[0] * len(vocab) for _ in range(k)]
     n_docs = [0] * k
-    for c, feats in docs:
+    for c, _ in docs:
         n_docs[c] += 1
-        row = counts[c]
-        for f in feats:
-            i = index.get(f)
-            if i is not None:
-                row[i] += 1
-    totals = [sum(row) for row in counts]
-    v = len(vocab)
-    loglik = {f: [round(math.log((counts[c][i] + alpha) / (totals[c] + alpha * v)), _DIGITS) for c in range(k)]
-              for i, f in enumerate(vocab)}
-    if options.get("uniform_prior"):
-        prior = [round(-math.log(k), _DIGITS)] * k
-    else:
-        n = len(docs)
-        prior = [round(math.log((n_docs[c] + 1) / (n + k)), _DIGITS) for c in range(k)]
+    weights, bias = fit_logistic([sorted(index[f] for f in feats if f in index) for _, feats in docs],
+                                 [c for c, _ in docs], len(vocab), k, float(options["C"]),
+                                 int(options["iterations"]))
+    # rounded (a regenerated artifact is byte-identical); + 0.0 turns a -0.0 into 0.0
+    table = {f: [round(weights[c][i], _DIGITS) + 0.0 for c in range(k)] for i, f in enumerate(vocab)}
     return {
         "format": MODEL_FORMAT,
-        "kind": "binary multinomial naive Bayes",
-        "version": f"1-{'+'.join(trained_on) or 'custom'}-{len(docs)}",
+        "kind": "multinomial logistic regression (L2) on binary features",
+        "version": f"2-{'+'.join(trained_on) or 'custom'}-{len(docs)}",
         "trained_on": list(trained_on),
         "cases": len(docs),
         "cases_per_class": dict(zip(CLASSES, n_docs)),
@@ -140,19 +221,19 @@ def train(cases: Iterable[Mapping[str, Any]], options: Mapping[str, Any] = DEFAU
         "last_bytes": LAST_BYTES,
         "last_lines": LAST_LINES,
         "classes": list(CLASSES),
-        "log_prior": prior,
-        "log_likelihood": loglik,
+        "bias": [round(b, _DIGITS) + 0.0 for b in bias],
+        "weights": table,
     }
 
 
 def to_json(model: Mapping[str, Any]) -> str:
     """The artifact's text: sorted keys, one feature per line (readable diffs), a final newline."""
-    head = {k: v for k, v in model.items() if k != "log_likelihood"}
+    head = {k: v for k, v in model.items() if k != "weights"}
     lines = ["{"]
     for k in sorted(head):
         lines.append(f"  {json.dumps(k)}: {json.dumps(head[k], sort_keys=True)},")
-    lines.append('  "log_likelihood": {')
-    items = sorted(model["log_likelihood"].items())
+    lines.append('  "weights": {')
+    items = sorted(model["weights"].items())
     for j, (f, w) in enumerate(items):
         lines.append(f"    {json.dumps(f)}: {json.dumps(w)}{',' if j < len(items) - 1 else ''}")
     lines.append("  }")

@@ -257,14 +257,14 @@ def test_predict_columns_equal_the_per_class_sums():
     feats = sorted(model.vocabulary)
     rng = random.Random(5)
     # the per-class tables straight from the artifact (predict's one-table-per-class form before this pass)
-    by_class = [{f: float(w[c]) for f, w in model.data["log_likelihood"].items()} for c in range(len(model.classes))]
+    by_class = [{f: float(w[c]) for f, w in model.data["weights"].items()} for c in range(len(model.classes))]
     for size in (0, 1, 7, 140, 600):
         known = set(rng.sample(feats, size))
         out = model.predict(known)
         for c, table in enumerate(by_class):
-            score = model.log_prior[c] + math.fsum(table[f] for f in known)
-            assert math.fsum(model.rows[f][c] for f in known) + model.log_prior[c] == score
-        scores = [model.log_prior[c] + math.fsum(table[f] for f in known) for c, table in enumerate(by_class)]
+            score = model.bias[c] + math.fsum(table[f] for f in known)
+            assert math.fsum(model.rows[f][c] for f in known) + model.bias[c] == score
+        scores = [model.bias[c] + math.fsum(table[f] for f in known) for c, table in enumerate(by_class)]
         best = max(range(len(model.classes)), key=lambda c: (scores[c], -c))
         assert out.family == model.classes[best]
         top = max(scores)

@@ -108,8 +108,9 @@ FIXED += [
     # E: 'Killed' in a program's sentence; SIGKILL and 137 on a test assertion's line
     ("E-app-killed-sentence", _job("./integration.sh", b"10:14:07 proxy: Killed stale upstream session 4411\n"
                                    b"integration: 3 checks failed\n"), None, Action.NONE, {}),
-    # (family None since the twenty-seventh pass: no rule reads this check's own sentence; the learned guess moved
-    # from build_error to config_error when ZA joined its training data, and the policy never acts on either)
+    # (family None since the twenty-seventh pass: no rule reads this check's own sentence; the naive Bayes named it
+    # build_error, then config_error once ZA trained it; the logistic regression that replaced it leans oom below
+    # min_probability, so unknown stays; the policy never acts on any of them)
     ("E-assert-sigkill", _job("./ci/checks.sh", b"[check] watchdog stops a child killed by SIGKILL: expected 0 restarts, got 2\n"),
      None, Action.NONE, {}),
     ("E-assert-137", _job("make check", b"tests/kill.sh: case 'term-group': want exit status 137, got 0\n"
