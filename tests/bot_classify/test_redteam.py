@@ -21,15 +21,43 @@ import score_redteam  # noqa: E402
 #: Runner's own job-log messages, docs/taxonomy.md "GitLab Runner's job-log catalogue") as its pass left it:
 #: its 3 misses are the helper container's 137, which the shipped policy cannot size without a helper limit; the
 #: actions set (GitHub Actions' own job-log messages, "GitHub Actions' job-log catalogue") as its pass left it
+#: These floors hold the *rules* to account: they are measured with the learned fallback's verdicts acting on
+#: nothing, as the shipped policy had it until session 24.
 FLOORS = [("precision", 17, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 0, 0)]
+#: The shipped policy since session 24 retries a learned ``infrastructure`` verdict once (config/policy.toml;
+#: docs/taxonomy.md, "The learned fallback's precision"): on these probes, written to trap rules, the model names
+#: infrastructure for 12 of the actions set's configuration failures (a setup action's missing version, an
+#: artifact not found, a registry login without a password...) and 2 of the precision set's build failures, each
+#: re-run once.  Its figures, so that they cannot quietly grow.
+SHIPPED_FLOORS = [("precision", 19, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 12, 0)]
+
+
+def _rules_only_policy():
+    from retry_bot.policy.load import default_policy_text, parse_policy
+
+    text = default_policy_text()
+    acting = '[categories.learned_infrastructure]\naction = "retry"\nbudget = 1\n'
+    assert acting in text
+    return parse_policy(text.replace(acting, '[categories.learned_infrastructure]\naction = "none"\n'),
+                        source="rules only")
 
 
 @pytest.mark.parametrize("name,max_wasted,max_missed", FLOORS)
 def test_redteam_floor(taxonomy, name, max_wasted, max_missed):
-    t = score_redteam.score(name, taxonomy)
+    t = score_redteam.score(name, taxonomy, _rules_only_policy())
     assert t.tried >= {"precision": 147, "recall": 188, "runner": 115, "actions": 105}[name]
     assert len(t.wasted) <= max_wasted, t.wasted
     assert len(t.missed) <= max_missed, t.missed
+
+
+@pytest.mark.parametrize("name,max_wasted,max_missed", SHIPPED_FLOORS)
+def test_redteam_floor_with_the_shipped_policy(taxonomy, name, max_wasted, max_missed):
+    t = score_redteam.score(name, taxonomy)
+    assert len(t.wasted) <= max_wasted, t.wasted
+    assert len(t.missed) <= max_missed, t.missed
+    # whatever the learned fallback adds is its own verdicts' doing, never a rule's
+    rules_only = score_redteam.score(name, taxonomy, _rules_only_policy())
+    assert set(rules_only.wasted) <= set(t.wasted)
 
 
 def test_probe_ids_are_unique_and_families_known():
