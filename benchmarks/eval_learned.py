@@ -29,9 +29,9 @@ Since the ninth pass also held-out J (the rules at ``691d7d5``, main after the e
 lead scored it blind, their learned fallback switched off; a model trained on cases to I); the bar for
 letting learned verdicts act is judged on D, E, I and J together.
 
-Only the splits already read (``READ_SPLITS``) can be loaded: a sealed blind set (ZC and later) is
+Only the splits already read (``READ_SPLITS``) can be loaded: a sealed blind set (ZD and later) is
 refused, so no option lets this script read it (K was read by the twelfth pass, L by the thirteenth, M by
-the fourteenth, N by the fifteenth, O and P by the sixteenth, Q by the seventeenth, R by the eighteenth, S by the nineteenth, T by the twentieth, U by the twenty-first, V by the twenty-second, W by the twenty-third, X by the twenty-fourth, Y by the twenty-fifth, Z by the twenty-sixth, ZA by the twenty-seventh, ZB by the twenty-eighth).
+the fourteenth, N by the fifteenth, O and P by the sixteenth, Q by the seventeenth, R by the eighteenth, S by the nineteenth, T by the twentieth, U by the twenty-first, V by the twenty-second, W by the twenty-third, X by the twenty-fourth, Y by the twenty-fifth, Z by the twenty-sixth, ZA by the twenty-seventh, ZB by the twenty-eighth, ZC by the twenty-ninth).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ for i, c in enumerate(tomllib.loads(open(sys.argv[1], encoding="utf-8").read())[
 
 def load(split: str) -> list[dict[str, Any]]:
     if split not in READ_SPLITS:
-        raise SystemExit(f"refused: {split} is not a read split (held-out ZC and later sets stay sealed)")
+        raise SystemExit(f"refused: {split} is not a read split (held-out ZD and later sets stay sealed)")
     return list(tomllib.loads((DATA / f"{split}.toml").read_text("utf-8"))["case"])
 
 
