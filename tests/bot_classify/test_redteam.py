@@ -26,10 +26,10 @@ import score_redteam  # noqa: E402
 FLOORS = [("precision", 17, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 0, 0)]
 #: The shipped policy since session 24 retries a learned ``infrastructure`` verdict once (config/policy.toml;
 #: docs/taxonomy.md, "The learned fallback's precision"): on these probes, written to trap rules, the model names
-#: infrastructure for 12 of the actions set's configuration failures (a setup action's missing version, an
+#: infrastructure for 13 of the actions set's configuration failures (a setup action's missing version, an
 #: artifact not found, a registry login without a password...) and 2 of the precision set's build failures, each
 #: re-run once.  Its figures, so that they cannot quietly grow.
-SHIPPED_FLOORS = [("precision", 19, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 12, 0)]
+SHIPPED_FLOORS = [("precision", 19, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 13, 0)]
 
 
 def _rules_only_policy():
