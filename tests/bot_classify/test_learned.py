@@ -362,16 +362,14 @@ def test_eval_learned_counts_fixed_and_spoiled_decisions_per_family():
     assert trade.fixed == {"oom": 1}
     assert trade.spoiled == {"build_error": 1, "timeout": 1}
     assert trade.spoiled_deterministic == 2
-    # the variants an admin may choose act on exactly the learned categories named
+    # the variants act on exactly the learned categories named; the baseline acts on none
+    from retry_bot.policy.model import Action as PAction
+
     only_oom = ev.acting_policy(oom=True, infrastructure=False)
-    assert "learned_oom" in only_oom.categories
-    assert only_oom.categories.get("learned_infrastructure") == default_policy_categories().get("learned_infrastructure")
-
-
-def default_policy_categories():
-    from retry_bot.policy import default_policy
-
-    return default_policy().categories
+    assert only_oom.categories["learned_oom"].action == PAction.RESIZE
+    assert only_oom.categories["learned_infrastructure"].action == PAction.NONE
+    baseline = ev.acting_policy(False, False)
+    assert {baseline.categories[c].action for c in ("learned_oom", "learned_infrastructure")} == {PAction.NONE}
 
 
 def test_eval_learned_refuses_a_split_not_yet_read():
