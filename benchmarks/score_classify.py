@@ -160,8 +160,10 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
 #: the twenty-eighth: tuning data since; ZC, collected blind after ZB while the twenty-seventh pass read ZA, and
 #: audited against its sources, was scored blind once after the twenty-eighth pass (86.2 %) and then read by
 #: the twenty-ninth: tuning data since; ZD, collected blind after ZC while the twenty-eighth pass read ZB, and
-#: audited against its sources: sealed).
-SEALED: set[str] = {"heldout-zd"}
+#: audited against its sources, was scored blind once after the twenty-ninth pass (80.9 %) and then read by
+#: the thirtieth: tuning data since).  Nothing is sealed now; the next blind split (ZE) is registered here
+#: when it is merged.
+SEALED: set[str] = set()
 #: The memory limit in force for every scored job (the bot knows it in production from the job's
 #: variables or its usage record); without it the decision could not size a resize.
 LIMIT = "4Gi"
