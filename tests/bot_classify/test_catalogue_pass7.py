@@ -199,5 +199,8 @@ def test_kill_signal_stage_sits_between_diagnostic_and_generic(taxonomy):
     names = [s.name for s in taxonomy.stages]
     assert names.index("diagnostic") < names.index("kill_signal") < names.index("generic")
     # the twentieth pass adds CircleCI's step verdict for a SIGKILLed step (weak, like the other two)
+    # the thirtieth pass adds Julia Pkg's '(received signal: KILL)' and the shell's 'Killed' glued to a progress line
     assert {r.name for r in taxonomy.rules_by_stage["kill_signal"]} == {"make-killed", "sigkill-any-tool",
-                                                                         "circleci-killed-signal"}
+                                                                         "circleci-killed-signal",
+                                                                         "julia-pkg-test-sigkill",
+                                                                         "progress-line-killed"}
