@@ -108,7 +108,8 @@ LATER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-y": ("7c2973c", _before("heldout-x")),
     "heldout-z": ("a7e563c", _before("heldout-y")),
 }
-#: The blind sets scored after the logistic regression was chosen on O to Z (its design never read them): each
+#: The blind sets the logistic regression's choice on O to Z never saw (its design never read them; ZA was scored
+#: before it was chosen, the others after): each
 #: at the commit it was scored blind at, with a model trained on the splits read before it.  ZA, ZB and ZC were
 #: scored with the naive Bayes of their day, ZD and ZE with the logistic regression acting (each switched off
 #: here).
@@ -359,13 +360,13 @@ def main(argv: list[str] | None = None) -> int:
     totals = {"blind sets D, E, I, J": {name: Trade() for name in VARIANTS},
               "supporting F, G, H": {name: Trade() for name in VARIANTS},
               "blind sets O to Z": {name: Trade() for name in VARIANTS},
-              "blind sets after the model's choice (ZA to ZE)": {name: Trade() for name in VARIANTS}}
+              "blind sets the model's choice never saw (ZA to ZE)": {name: Trade() for name in VARIANTS}}
     sets = [] if args.only_later else [(s, v, "blind sets D, E, I, J") for s, v in TEMPORAL.items()]
     if not args.no_supporting and not args.only_later:
         sets += [(s, v, "supporting F, G, H") for s, v in SUPPORTING.items()]
     if not args.no_later:
         sets += [(s, v, "blind sets O to Z") for s, v in LATER.items()]
-        sets += [(s, v, "blind sets after the model's choice (ZA to ZE)") for s, v in NEWER.items()]
+        sets += [(s, v, "blind sets the model's choice never saw (ZA to ZE)") for s, v in NEWER.items()]
     for split, (commit, before), group in sets:
         cases = load(split)
         olds = old_verdicts(commit, split)
