@@ -82,8 +82,6 @@ TEMPORAL: dict[str, tuple[str, tuple[str, ...]]] = {
     # ninth pass: J as the lead scored it blind (main 691d7d5, after the eighth pass), a model trained on cases..I
     "heldout-j": ("691d7d5", _BEFORE_F + ("heldout-f", "heldout-g", "heldout-h", "heldout-i")),
 }
-_BEFORE_O = _BEFORE_F + ("heldout-f", "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l",
-                         "heldout-m", "heldout-n")
 
 
 def _before(last: str) -> tuple[str, ...]:
@@ -95,8 +93,8 @@ def _before(last: str) -> tuple[str, ...]:
 #: it was scored blind at (the lead verified that each reproduces the set's recorded blind figure exactly), with
 #: a model trained on the splits read before it.
 LATER: dict[str, tuple[str, tuple[str, ...]]] = {
-    "heldout-o": ("e1ce4f1", _BEFORE_O),
-    "heldout-p": ("e1ce4f1", _BEFORE_O),
+    "heldout-o": ("e1ce4f1", _before("heldout-n")),
+    "heldout-p": ("e1ce4f1", _before("heldout-n")),
     "heldout-q": ("a0d3bc8", _before("heldout-p")),
     "heldout-r": ("ea0bf15", _before("heldout-q")),
     "heldout-s": ("e11cc6b", _before("heldout-r")),

@@ -10,7 +10,7 @@ a rule's, by category), confidence ``weak``, and evidence naming the features th
 
 Pure and dependency-free.  The model is a multinomial logistic regression (L2-regularised, fitted by
 :func:`retry_bot.classify.train.fit_logistic`) over *binary* features (a feature counts once per
-trace: build logs repeat lines).  Until the twenty-seventh pass it was a multinomial naive Bayes over
+trace: build logs repeat lines).  Until session 24 it was a multinomial naive Bayes over
 the same features, whose posteriors were overconfident: its ``infrastructure`` verdicts were right
 about 2 times for each deterministic failure they named, at any probability; the logistic regression's
 about 4 times (docs/taxonomy.md, "The learned fallback's precision").  The features:

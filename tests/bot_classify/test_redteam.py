@@ -33,13 +33,10 @@ SHIPPED_FLOORS = [("precision", 19, 1), ("recall", 0, 5), ("runner", 0, 3), ("ac
 
 
 def _rules_only_policy():
-    from retry_bot.policy.load import default_policy_text, parse_policy
+    """The shipped policy with the learned verdicts acting on nothing (benchmarks/eval_learned.py's baseline)."""
+    from benchmarks.eval_learned import acting_policy
 
-    text = default_policy_text()
-    acting = '[categories.learned_infrastructure]\naction = "retry"\nbudget = 1\n'
-    assert acting in text
-    return parse_policy(text.replace(acting, '[categories.learned_infrastructure]\naction = "none"\n'),
-                        source="rules only")
+    return acting_policy(oom=False, infrastructure=False)
 
 
 @pytest.mark.parametrize("name,max_wasted,max_missed", FLOORS)
