@@ -124,6 +124,9 @@ HELDOUT_ZE = tomllib.loads((DATA / "heldout-ze.toml").read_text("utf-8"))["case"
 #: scored blind once after the thirty-first pass (89.1 %) and then read by the thirty-second: tuning data since (it has
 #: a decision floor below)
 HELDOUT_ZF = tomllib.loads((DATA / "heldout-zf.toml").read_text("utf-8"))["case"]
+#: Held-out ZG: collected blind after ZF while the thirty-second pass was written, audited against its sources;
+#: sealed (scored blind once by the lead after the thirty-second pass).
+HELDOUT_ZG = tomllib.loads((DATA / "heldout-zg.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -180,7 +183,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zc-", HELDOUT_ZC, 50),
                                  ("zd-", HELDOUT_ZD, 60),
                                  ("ze-", HELDOUT_ZE, 55),
-                                 ("zf-", HELDOUT_ZF, 40)):
+                                 ("zf-", HELDOUT_ZF, 40),
+                                 ("zg-", HELDOUT_ZG, 50)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -226,7 +230,8 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k", "heldout-l", "heldout-m",
                   "heldout-n", "heldout-o", "heldout-p", "heldout-q", "heldout-r", "heldout-s", "heldout-t", "heldout-u",
                   "heldout-v", "heldout-w", "heldout-x",
-                  "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf"):
+                  "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
+                  "heldout-zg"):
         assert out.count(split) >= 1 and "right" in out
 
 
