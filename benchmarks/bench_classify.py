@@ -83,7 +83,8 @@ def workloads(rng: random.Random) -> dict[str, list[tuple[JobFacts, bytes]]]:
                           "heldout-l", "heldout-m", "heldout-n", "heldout-o", "heldout-p", "heldout-q",
                           "heldout-r", "heldout-s", "heldout-t", "heldout-u", "heldout-v", "heldout-w",
                           "heldout-x", "heldout-y", "heldout-z", "heldout-za", "heldout-zb",
-                          "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf")
+                          "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
+                          "heldout-zg")
              for c in tomllib.loads((ROOT / f"tests/data/joblogs/{split}.toml").read_text("utf-8"))["case"]]
     base = build_output(rng, TAIL + 4096)
     realistic = []
