@@ -109,7 +109,7 @@ LATER: dict[str, tuple[str, tuple[str, ...]]] = {
 #: The blind sets the logistic regression's choice on O to Z never saw (its design never read them; ZA was scored
 #: before it was chosen, the others after): each
 #: at the commit it was scored blind at, with a model trained on the splits read before it.  ZA, ZB and ZC were
-#: scored with the naive Bayes of their day, ZD, ZE and ZF with the logistic regression acting (each switched off
+#: scored with the naive Bayes of their day, ZD to ZG with the logistic regression acting (each switched off
 #: here).
 NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-za": ("f7a095a", _before("heldout-z")),
@@ -119,6 +119,8 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-ze": ("6283c0b", _before("heldout-zd")),
     # ZF was scored blind at b02e8a9 (the merge of its audit; the code of c8c019f, after the thirty-first pass)
     "heldout-zf": ("b02e8a9", _before("heldout-ze")),
+    # ZG was scored blind at cfd9096 (its registration; the code of ca9a9d1, after the thirty-second pass)
+    "heldout-zg": ("cfd9096", _before("heldout-zf")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {

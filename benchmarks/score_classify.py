@@ -73,7 +73,9 @@ scored blind once after the thirtieth pass (93.4 %) and then read by the thirty-
 audited against its sources, scored blind once after the thirty-first pass (b02e8a9: 89.1 %) and then read by the
 thirty-second, so tuning data since; ``heldout-zg`` = collected the same way after ZF, while the thirty-second pass
 was being written (59 cases, 4 GitLab), audited against its sources, scored blind once after the thirty-second pass
-(cfd9096: 86.4 %) and then read by the thirty-third, so tuning data since):
+(cfd9096: 86.4 %) and then read by the thirty-third, so tuning data since; ``heldout-zh`` and ``heldout-zi`` =
+collected the same way after ZG, while the thirty-second and thirty-third passes were written (50 and 43 cases after
+their audits), audited against their sources: sealed, scored blind once after the thirty-third pass):
 
 * right decision: the shipped default policy (``retry_bot.policy.default_policy``) with the memory
   limit in force known (``KUBERNETES_MEMORY_LIMIT=4Gi`` in the job's variables, as in
@@ -89,8 +91,7 @@ Usage::
 
     .venv/bin/python benchmarks/score_classify.py [--split heldout-f] [--misses]
 
-``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (none now: the next
-blind set, ZH, when the lead registers it) unless
+``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-zh``, ``heldout-zi``) unless
 ``--i-am-done-tuning`` is given: a held-out split is only honest if its cases never guide a rule.
 """
 
@@ -130,7 +131,9 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
           "heldout-zd": DATA / "heldout-zd.toml",
           "heldout-ze": DATA / "heldout-ze.toml",
           "heldout-zf": DATA / "heldout-zf.toml",
-          "heldout-zg": DATA / "heldout-zg.toml"}
+          "heldout-zg": DATA / "heldout-zg.toml",
+          "heldout-zh": DATA / "heldout-zh.toml",
+          "heldout-zi": DATA / "heldout-zi.toml"}
 #: Splits whose per-case misses must not be read while rules are being written (held-out B, scored
 #: once at 20a0100, C, scored once at a16d87a, D, scored once at 5c6641f, and E, scored before and
 #: after the fourth pass, were read afterwards: they are tuning data since; F, G and H, collected
@@ -178,8 +181,10 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
 #: against its sources (46 kept), was scored blind once after the thirty-first pass (b02e8a9: 89.1 %) and then read
 #: by the thirty-second: tuning data since; ZG, collected blind after ZF while the thirty-second pass was written,
 #: and audited against its sources (59 kept), was scored blind once after the thirty-second pass (cfd9096: 86.4 %)
-#: and then read by the thirty-third: tuning data since.  Empty until the lead registers the next blind set, ZH).
-SEALED: set[str] = set()
+#: and then read by the thirty-third: tuning data since; ZH and ZI, collected blind after ZG while the thirty-second
+#: and thirty-third passes were written, and audited against their sources: sealed, scored blind once after the
+#: thirty-third pass).
+SEALED: set[str] = {"heldout-zh", "heldout-zi"}
 #: The memory limit in force for every scored job (the bot knows it in production from the job's
 #: variables or its usage record); without it the decision could not size a resize.
 LIMIT = "4Gi"

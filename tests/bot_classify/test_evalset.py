@@ -128,6 +128,10 @@ HELDOUT_ZF = tomllib.loads((DATA / "heldout-zf.toml").read_text("utf-8"))["case"
 #: blind once after the thirty-second pass (86.4 %) and then read by the thirty-third: tuning data since (it has a
 #: decision floor below)
 HELDOUT_ZG = tomllib.loads((DATA / "heldout-zg.toml").read_text("utf-8"))["case"]
+#: Held-out ZH and ZI: collected blind after ZG while the thirty-second and thirty-third passes were written, audited
+#: against their sources; sealed (scored blind once by the lead after the thirty-third pass).
+HELDOUT_ZH = tomllib.loads((DATA / "heldout-zh.toml").read_text("utf-8"))["case"]
+HELDOUT_ZI = tomllib.loads((DATA / "heldout-zi.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -185,7 +189,9 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zd-", HELDOUT_ZD, 60),
                                  ("ze-", HELDOUT_ZE, 55),
                                  ("zf-", HELDOUT_ZF, 40),
-                                 ("zg-", HELDOUT_ZG, 50)):
+                                 ("zg-", HELDOUT_ZG, 50),
+                                 ("zh-", HELDOUT_ZH, 45),
+                                 ("zi-", HELDOUT_ZI, 40)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -232,7 +238,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-n", "heldout-o", "heldout-p", "heldout-q", "heldout-r", "heldout-s", "heldout-t", "heldout-u",
                   "heldout-v", "heldout-w", "heldout-x",
                   "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
-                  "heldout-zg"):
+                  "heldout-zg", "heldout-zh", "heldout-zi"):
         assert out.count(split) >= 1 and "right" in out
 
 
