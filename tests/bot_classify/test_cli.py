@@ -51,6 +51,7 @@ def test_json_output_has_the_contract_fields(capsys, trace, tmp_path):
     assert (d["job_id"], d["family"], d["category"]) == (99, "oom", "compiler_oom")
     assert d["action"] in ("retry", "resize", "none")
     assert d["evidence"] and "cc1plus" in d["evidence"][-1]
+    assert d["probability"] is None  # a rule's verdict: no probability, no floor
 
 
 def test_signed_record_is_verified_with_the_env_key(capsys, tmp_path, monkeypatch):

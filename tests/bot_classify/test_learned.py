@@ -201,6 +201,10 @@ def test_the_model_speaks_above_the_threshold_with_its_reasons():
     assert v.family == Family.OOM and v.rule == "learned:oom" and v.category == "learned_oom"
     assert v.confidence == "weak"
     assert "learned fallback" in v.evidence[0] and "p=" in v.evidence[0]
+    # the probability is the posterior of the family it names, carried for the policy's min_probability
+    out = _model().predict(_model().features(OOMTRACE, failure_reason=None, exit_code=None, structure=NONE))
+    assert v.probability == out.probability == out.posterior["oom"] and 0.6 <= v.probability <= 1
+    assert f"p={v.probability:.2f}" in v.evidence[0] and v.to_dict()["probability"] == v.probability
     assert v.evidence[1].startswith("features that weighed most:") and "killed" in v.evidence[1]
     assert "no rule matched" in v.evidence  # the rules' evidence is kept
 
@@ -208,6 +212,7 @@ def test_the_model_speaks_above_the_threshold_with_its_reasons():
 def test_unknown_stays_unknown_below_the_threshold_or_on_a_thin_trace():
     v = consult(_model(), UNKNOWN, OOMTRACE, failure_reason=None, exit_code=None, structure=NONE, min_probability=1.0)
     assert v.family == Family.UNKNOWN and v.rule == "fallback" and "below min_probability" in v.evidence[-1]
+    assert v.probability is None  # the rules' verdict, not the model's
     v = consult(_model(), UNKNOWN, TraceText(b"killed\n"), failure_reason=None, exit_code=None, structure=NONE,
                 min_probability=0.5)
     assert v.family == Family.UNKNOWN and "only 1 known words" in v.evidence[-1]
