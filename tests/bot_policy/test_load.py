@@ -45,6 +45,19 @@ def test_config_policy_loads_and_is_the_built_in_default():
     assert policy.skip_superseded and not policy.dry_run
 
 
+def test_the_shipped_policy_resizes_learned_oom_verdicts_once_only_when_the_model_is_90_percent_sure():
+    """The pre-registered bar (blind sets O to ZF: >= 5 fixed and >= 3 fixed per spoiled) is met at 0.9 only."""
+    policy = load_policy(CONFIG)
+    learned_oom = policy.categories["learned_oom"]
+    assert (learned_oom.action, learned_oom.budget, learned_oom.min_probability) == (Action.RESIZE, 1, 0.9)
+    r = policy.resolve("oom", "learned_oom")
+    assert r.rule.min_probability == 0.9 and r.min_probability_source == "categories.learned_oom"
+    # no other rule carries a floor: rules' verdicts carry no probability, and learned infrastructure acts as before
+    assert all(rule.min_probability == 0.0 for rule in policy.families.values())
+    assert [c for c, u in policy.categories.items() if u.min_probability is not None] == ["learned_oom"]
+    assert "min_probability = 0.9" in CONFIG.read_text(encoding="utf-8")
+
+
 def test_packaged_default_is_identical_to_config_policy():
     assert default_policy_text() == CONFIG.read_text(encoding="utf-8")
 
