@@ -15,7 +15,9 @@ The gates, in order (the first that applies decides ``none``):
    (``context.superseded_by``);
 3. ``skip_allow_failure`` and the job may fail;
 4. it finished longer ago than ``max_job_age``;
-5. the rule in force (family, then category, then overrides) says ``none``;
+5. the rule in force (family, then category, then overrides) says ``none``, or
+   the verdict carries a probability (the learned fallback's) below the rule's
+   ``min_probability`` (a rule's verdict carries none and is never held to it);
 6. the family's budget for this lineage is used up (after the pipeline
    source's factor), or the lineage reached ``max_attempts``;
 7. for a resize: nothing is known to size from, or the ceiling is reached, or
@@ -47,6 +49,7 @@ run with what is known so far), the poller makes it and asks again, then calls
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from collections.abc import Iterable, Mapping, Sequence
@@ -261,6 +264,7 @@ class _Decider:
         self.now = now
         self.family = str(getattr(classification.family, "value", classification.family))
         self.category = classification.category or self.family
+        self.probability = classification.probability
         self.resolved: ResolvedRule = policy.resolve(
             self.family, self.category, project_path=facts.project_path, job_name=facts.name,
             ref=facts.ref, pipeline_source=facts.pipeline_source)
@@ -338,6 +342,9 @@ class _Decider:
         if self.rule.action == Action.NONE:
             return self.none(f"{what}: the policy leaves {self.family} failures alone ({self.resolved.source})",
                              self.resolved.source)
+        below = self._below_floor()
+        if below is not None:
+            return self.none(f"{what}: {below}", f"{self.resolved.min_probability_source}.min_probability")
         used = self._reruns_for_family()
         budget = self.rule.budget
         if used >= budget:
@@ -355,6 +362,24 @@ class _Decider:
         if self.family == Family.TIMEOUT.value:
             return self._resize_timeout(what)
         return self._resize_memory(what)
+
+    def _below_floor(self) -> str | None:
+        """Why the verdict is too unsure to act on (gate 5), or ``None``.
+
+        Only a verdict that carries a probability (the learned fallback's) is held to the rule's
+        ``min_probability``; a rule's verdict carries none.  A probability that is not a number
+        (bad stored data) cannot show the floor is met, so it does not act either.
+        """
+        floor, p = self.rule.min_probability, self.probability
+        if not floor > 0 or p is None:
+            return None
+        number = isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p)
+        if number and p >= floor:
+            return None
+        src = self.resolved.min_probability_source
+        shown = _probability(p, floor) if number else repr(p)
+        return (f"the classifier gives {self.family} a probability of {shown}, below min_probability "
+                f"{_floor(floor)} ({src}): too unsure a verdict to act on")
 
     # ---------------------------------------------------------------- the context's gates (9-13)
 
@@ -811,6 +836,21 @@ def _parse_var(variables: Mapping[str, str], name: str, parse: Any) -> float | i
         return None
 
 
+
+
+def _floor(floor: float) -> str:
+    """A ``min_probability`` as written, with two decimals at least (0.9 -> ``0.90``, 0.955 -> ``0.955``)."""
+    text = f"{floor:.2f}"
+    return text if float(text) == floor else f"{floor:g}"
+
+
+def _probability(p: float, floor: float) -> str:
+    """``p`` with two decimals, or as many more as it takes to read as below ``floor`` (0.8996 < 0.90)."""
+    for digits in range(2, 7):
+        text = f"{p:.{digits}f}"
+        if float(text) < floor:
+            return text
+    return repr(p)
 
 
 def _dur(seconds: float) -> str:

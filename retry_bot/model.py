@@ -91,11 +91,20 @@ class Classification:
     evidence: tuple[str, ...] = ()
     #: ``strong`` (kernel counters, explicit failure reason) or ``weak`` (text, bare 137).
     confidence: str = "strong"
+    #: How sure the classifier is of ``family`` (0 to 1), when it says: the learned fallback's posterior
+    #: of the family it names.  ``None`` for a rule's verdict (a rule matches or not).  A policy's
+    #: ``min_probability`` holds only verdicts that carry one.
+    probability: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (the state store's ``jobs.classification`` column; at most 10 evidence lines)."""
-        return {"family": self.family.value, "category": self.category, "rule": self.rule,
-                "evidence": list(self.evidence)[:10], "confidence": self.confidence}
+        """JSON-ready form (the state store's ``jobs.classification`` column; at most 10 evidence lines).
+
+        ``probability`` is written only when there is one, so a rule's verdict is stored as before."""
+        out: dict[str, Any] = {"family": self.family.value, "category": self.category, "rule": self.rule,
+                               "evidence": list(self.evidence)[:10], "confidence": self.confidence}
+        if self.probability is not None:
+            out["probability"] = self.probability
+        return out
 
 
 #: The lineage action of the job every other job of its lineage was re-created from.

@@ -6,7 +6,8 @@ the structure the engine already computed, and names a family with a probability
 at or above the taxonomy's ``[learned] min_probability`` and on a trace with enough words it knows
 (the artifact's ``min_words``); otherwise ``unknown`` stays.  Its verdict is visible as such: rule
 ``learned:<family>``, category ``learned_<family>`` (so a policy can treat it more cautiously than
-a rule's, by category), confidence ``weak``, and evidence naming the features that weighed most.
+a rule's, by category), confidence ``weak``, ``probability`` the posterior of the family it names (a
+policy's ``min_probability`` is held against it), and evidence naming the features that weighed most.
 
 Pure and dependency-free.  The model is a multinomial logistic regression (L2-regularised, fitted by
 :func:`retry_bot.classify.train.fit_logistic`) over *binary* features (a feature counts once per
@@ -337,5 +338,5 @@ def consult(model: LearnedModel, verdict: Classification, trace: TraceText, *, f
                   f"(min_probability {min_probability:.2f}); no rule matched ({verdict.rule}: "
                   f"{verdict.category})",
                   f"features that weighed most: {shown}") + verdict.evidence[:6],
-        confidence="weak",
+        confidence="weak", probability=out.probability,
     )

@@ -208,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
         "family": verdict.family.value,
         "rule": verdict.rule,
         "confidence": verdict.confidence,
+        "probability": verdict.probability,
         "evidence": list(verdict.evidence),
         "action": action,
         "reason": reason,
@@ -264,7 +265,8 @@ def _print_text(r: dict[str, Any]) -> None:
     who = f"job {r['job_id']}" if r["job_id"] else "job"
     if r["job_name"]:
         who += f" ({r['job_name']})"
-    print(f"{who}: {r['family']} / {r['category']}  [rule {r['rule']}, {r['confidence']} evidence]")
+    sure = f", p={r['probability']:.2f}" if r.get("probability") is not None else ""
+    print(f"{who}: {r['family']} / {r['category']}  [rule {r['rule']}, {r['confidence']} evidence{sure}]")
     for ev in r["evidence"]:
         print(f"  evidence: {ev}")
     print(f"  action:   {r['action']}  ({r['action_source']}: {r['reason']})")

@@ -22,7 +22,10 @@ def _backoff(b: Backoff) -> dict[str, Any]:
 
 
 def _rule(r: Rule) -> dict[str, Any]:
-    return {"action": r.action.value, "budget": r.budget, "backoff": _backoff(r.backoff)}
+    out: dict[str, Any] = {"action": r.action.value, "budget": r.budget, "backoff": _backoff(r.backoff)}
+    if r.min_probability > 0:  # 0.0, the default, is "any verdict": not written (0 is not a valid value)
+        out["min_probability"] = r.min_probability
+    return out
 
 
 def _update(u: RuleUpdate) -> dict[str, Any]:
@@ -33,6 +36,8 @@ def _update(u: RuleUpdate) -> dict[str, Any]:
         out["budget"] = u.budget
     if u.backoff is not None:
         out["backoff"] = _backoff(u.backoff)
+    if u.min_probability is not None:
+        out["min_probability"] = u.min_probability
     return out
 
 

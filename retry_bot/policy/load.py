@@ -6,6 +6,12 @@ it is wrong and falls back to the default, so a single pass reports all
 problems; :func:`policy_from_dict` raises one :class:`ConfigError` with the
 whole list at the end.  Unknown keys are problems too (a typo such as
 ``max_memmory`` must not be silently ignored), with a "did you mean" hint.
+
+A rule (``[families.*]``, ``[categories.*]``, ``[[overrides]]``) may set
+``min_probability``, a number above 0 and at most 1: act on a verdict only when
+the classifier is at least that sure of it.  Only verdicts that carry a
+probability (the learned fallback's, rule ``learned:<family>``) are held to it;
+a rule's verdict carries none and is unaffected by any floor.
 """
 
 from __future__ import annotations
@@ -69,7 +75,7 @@ _TOP_KEYS = ("version", "dry_run", "skip_superseded", "skip_allow_failure", "max
              "placement", "pipeline_sources", "overrides", "prediction", "storm")
 _STORM_KEYS = ("enabled", "families", "window", "trip_failures", "probes", "probe_interval", "release_successes",
                "release_per_minute")
-_RULE_KEYS = ("action", "budget", "backoff")
+_RULE_KEYS = ("action", "budget", "backoff", "min_probability")
 _BACKOFF_KEYS = ("initial", "factor", "max")
 _VARIABLE_KEYS = ("memory_limit", "memory_request", "cpu_limit", "cpu_request", "helper_memory_limit",
                   "helper_memory_request", "memory_format", "raise_request")
@@ -83,7 +89,7 @@ _CLASS_KEYS = ("name", "tags", "max_memory", "max_cpus", "max_memory_request", "
 _PLACEMENT_KEYS = ("project", "job", "runner_class")
 _SOURCE_KEYS = ("budget_factor", "max_budget", "allow_expensive")
 _OVERRIDE_KEYS = ("project", "job", "ref", "family", "category", "action", "budget", "backoff",
-                  "max_memory", "dry_run")
+                  "min_probability", "max_memory", "dry_run")
 
 
 # --------------------------------------------------------------------------- entry points
@@ -341,10 +347,14 @@ class _Reader:
         return Backoff(initial=initial, factor=factor, max=maximum)
 
     def rule_update(self, t: Mapping[str, Any], path: str, base_backoff: Backoff) -> RuleUpdate:
+        """A rule's keys.  ``min_probability`` (above 0, at most 1) holds only verdicts that carry a
+        probability (the learned fallback's); a rule's verdict carries none and is never held to it."""
         action = self.take(t, "action", path, None, _enum(Action), "retry, resize or none")
         budget = self.take(t, "budget", path, None, _int(0, MAX_BUDGET), f"an integer from 0 to {MAX_BUDGET}")
         backoff = self.backoff(t["backoff"], _join(path, "backoff"), base_backoff) if "backoff" in t else None
-        return RuleUpdate(action=action, budget=budget, backoff=backoff)
+        min_probability = self.take(t, "min_probability", path, None, _float(0.0, 1.0, open_low=True),
+                                    "a number above 0 and at most 1")
+        return RuleUpdate(action=action, budget=budget, backoff=backoff, min_probability=min_probability)
 
     def families(self, value: Any, path: str) -> dict[str, Rule]:
         defaults = Policy().families
@@ -372,7 +382,7 @@ class _Reader:
             rt = self.table(body, where, _RULE_KEYS)
             upd = self.rule_update(rt, where, Backoff())
             if upd.empty:
-                self.problem(where, "sets nothing (give action, budget or backoff)")
+                self.problem(where, "sets nothing (give action, budget, backoff or min_probability)")
             out[cat] = upd
         return out
 
@@ -547,8 +557,10 @@ class _Reader:
                 dry_run=self.take(t, "dry_run", where, None, _bool, "true or false"),
             )
             if isinstance(body, Mapping) and ov.update.empty and ov.max_memory is None and ov.dry_run is None \
-                    and not any(k in t for k in ("action", "budget", "backoff", "max_memory", "dry_run")):
-                self.problem(where, "changes nothing (give action, budget, backoff, max_memory or dry_run)")
+                    and not any(k in t for k in ("action", "budget", "backoff", "min_probability", "max_memory",
+                                                 "dry_run")):
+                self.problem(where, "changes nothing (give action, budget, backoff, min_probability, max_memory "
+                                    "or dry_run)")
             out.append(ov)
         return tuple(out)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Mapping
 
@@ -149,11 +149,15 @@ class Backoff:
 
 @dataclass(frozen=True)
 class Rule:
-    """The complete rule of one family: action, budget and backoff."""
+    """The complete rule of one family: action, budget, backoff and the classifier's floor."""
 
     action: Action
     budget: int
     backoff: Backoff = field(default_factory=Backoff)
+    #: Act on a verdict only when the classifier is at least this sure of it (``0.0``: any verdict).
+    #: Only verdicts that carry a probability (the learned fallback's,
+    #: :attr:`retry_bot.model.Classification.probability`) are held to it; a rule's verdict carries none.
+    min_probability: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -163,17 +167,20 @@ class RuleUpdate:
     action: Action | None = None
     budget: int | None = None
     backoff: Backoff | None = None
+    min_probability: float | None = None
 
     def apply(self, rule: Rule) -> Rule:
         return Rule(
             action=self.action if self.action is not None else rule.action,
             budget=self.budget if self.budget is not None else rule.budget,
             backoff=self.backoff if self.backoff is not None else rule.backoff,
+            min_probability=self.min_probability if self.min_probability is not None else rule.min_probability,
         )
 
     @property
     def empty(self) -> bool:
-        return self.action is None and self.budget is None and self.backoff is None
+        return (self.action is None and self.budget is None and self.backoff is None
+                and self.min_probability is None)
 
 
 #: ``[variables] raise_request = "scale"``: a resize scales the request by the limit's factor.
@@ -353,6 +360,9 @@ class ResolvedRule:
     max_memory_source: str = ""
     dry_run: bool = False
     allow_expensive: bool = True
+    #: Key path of the entry that set ``rule.min_probability`` (``families.oom``,
+    #: ``categories.learned_oom``, ``overrides[2]``); ``""`` when no entry set one.
+    min_probability_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -471,12 +481,15 @@ class Policy:
         fam = family if family in self.families else Family.UNKNOWN.value
         rule = self.families[fam]
         source = budget_source = f"families.{fam}"
+        floor_source = source if rule.min_probability > 0 else ""
         cat = self.categories.get(category)
         if cat is not None:
             rule = cat.apply(rule)
             source = f"categories.{category}"
             if cat.budget is not None:
                 budget_source = f"categories.{category}"
+            if cat.min_probability is not None:
+                floor_source = f"categories.{category}"
         max_memory: int | None = None
         max_memory_source = ""
         dry_run = self.dry_run
@@ -488,6 +501,8 @@ class Policy:
                 source = f"overrides[{i}]"
             if ov.update.budget is not None:
                 budget_source = f"overrides[{i}]"
+            if ov.update.min_probability is not None:
+                floor_source = f"overrides[{i}]"
             if ov.max_memory is not None and (max_memory is None or ov.max_memory < max_memory):
                 max_memory, max_memory_source = ov.max_memory, f"overrides[{i}].max_memory"
             if ov.dry_run is not None:
@@ -499,12 +514,13 @@ class Policy:
             if src.max_budget is not None:
                 budget = min(budget, src.max_budget)
             if budget != rule.budget:
-                rule = Rule(rule.action, budget, rule.backoff)
+                rule = replace(rule, budget=budget)
                 budget_source = f"pipeline_sources.{pipeline_source}"
             allow_expensive = src.allow_expensive
         return ResolvedRule(rule=rule, source=source, budget_source=budget_source,
                             max_memory=max_memory, max_memory_source=max_memory_source, dry_run=dry_run,
-                            allow_expensive=allow_expensive)
+                            allow_expensive=allow_expensive,
+                            min_probability_source=floor_source if rule.min_probability > 0 else "")
 
 
 def _full(pattern: re.Pattern[str] | None, text: str) -> bool:

@@ -25,7 +25,7 @@ from runner_wrapper.record import RecordError
 
 from .backends import Backend, Tx
 from .errors import LeadershipLost, StateError
-from retry_bot.model import LineageAttempt
+from retry_bot.model import Classification, LineageAttempt
 
 from .records import ActionIntent, DryRunDecision, FollowedJob, HeldAction, JobRecord, Lineage
 from .schema import LATEST_VERSION, MIGRATIONS
@@ -310,7 +310,8 @@ class Store:
         project_id = _job_id(project_id, "project_id")
         facts_d = _plain(facts)
         facts_s = _dump(facts_d, "facts")
-        cls_d = _plain(classification)
+        # a verdict in its store form (Classification.to_dict: a rule's verdict has no "probability" key)
+        cls_d = _plain(classification.to_dict() if isinstance(classification, Classification) else classification)
         cls_s = _dump(cls_d, "classification")
 
         def fn(tx: Tx) -> bool:

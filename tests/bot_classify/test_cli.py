@@ -51,6 +51,23 @@ def test_json_output_has_the_contract_fields(capsys, trace, tmp_path):
     assert (d["job_id"], d["family"], d["category"]) == (99, "oom", "compiler_oom")
     assert d["action"] in ("retry", "resize", "none")
     assert d["evidence"] and "cc1plus" in d["evidence"][-1]
+    assert d["probability"] is None  # a rule's verdict: no probability, no floor
+
+
+def test_a_learned_verdict_shows_its_probability_and_the_floor_it_is_held_to(capsys, tmp_path):
+    f = tmp_path / "learned.log"
+    f.write_bytes(b"cc1plus killed signal terminated program out of memory java heap\n" * 3)
+    rc, out, _ = run(capsys, "--trace", str(f), "--failure-reason", "script_failure", "--exit-code", "1",
+                     "--format", "json")
+    d = json.loads(out)
+    assert rc == 0 and d["rule"] == "learned:oom" and 0.6 <= d["probability"] <= 1, d
+    if d["probability"] >= 0.9:
+        assert d["action"] == "resize" and d["decision"]["rule"] == "categories.learned_oom", d["reason"]
+    else:
+        assert d["action"] == "none" and d["decision"]["rule"] == "categories.learned_oom.min_probability"
+        assert "below min_probability 0.90 (categories.learned_oom)" in d["reason"], d["reason"]
+    rc, out, _ = run(capsys, "--trace", str(f), "--failure-reason", "script_failure", "--exit-code", "1")
+    assert f"weak evidence, p={d['probability']:.2f}]" in out, out
 
 
 def test_signed_record_is_verified_with_the_env_key(capsys, tmp_path, monkeypatch):

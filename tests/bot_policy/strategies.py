@@ -82,6 +82,9 @@ OPT_REC_CPU = st.none() | st.sampled_from([1.0, 2.0])
 NOW = st.sampled_from([None, datetime(2026, 1, 1, 12, 0)])
 COUNT = st.integers(0, 4)
 FRACTION = st.sampled_from([0.3, 0.5, 0.7, 0.9, 1.0])
+#: A rule's floor on the classifier's probability, and a verdict's probability (``None``: a rule's verdict).
+MIN_PROBABILITY = st.sampled_from([0.5, 0.9, 1.0])
+PROBABILITY = st.sampled_from([None, None, None, 0.6, 0.75, 0.9, 0.95, 1.0])
 INDEX = st.integers(0, 100)
 SHA = "a" * 40
 REF = st.sampled_from(["main"] * 5 + ["refs/merge-requests/7/head", ""])
@@ -115,6 +118,8 @@ def _rule(draw: Any, partial: bool) -> dict[str, Any]:
         out["budget"] = draw(BUDGET)
     if draw(MOSTLY_FALSE):
         out["backoff"] = {"initial": draw(BACKOFF_INITIAL), "factor": draw(BACKOFF_FACTOR), "max": "1h"}
+    if draw(MOSTLY_FALSE):
+        out["min_probability"] = draw(MIN_PROBABILITY)
     return out
 
 
@@ -280,7 +285,7 @@ def scenarios(draw: Any, focus: bool = False) -> dict[str, Any]:
     if mr_source is not None:
         f = replace(f, pipeline_source=mr_source)
     fam = draw(FOCUS_FAMILY) if focus else draw(FAMILY_WEIGHTED)
-    v = verdict(fam, _pick(draw, CATEGORIES + (fam,)))
+    v = replace(verdict(fam, _pick(draw, CATEGORIES + (fam,))), probability=draw(PROBABILITY))
     record = None
     if draw(BOOL):
         record = usage_record(job_id if draw(MOSTLY_TRUE) else 99, limit=draw(OPT_BYTES), peak=draw(OPT_BYTES),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -158,6 +159,101 @@ def test_override_max_memory_caps_lower():
 def test_global_dry_run_cannot_be_switched_off_by_an_override():
     pol = policy("dry_run = true\n[[overrides]]\njob = '.*'\ndry_run = false\n")
     assert run(facts(variables={"KUBERNETES_MEMORY_LIMIT": "1Gi"}), pol=pol).dry_run
+
+
+# ------------------------------------------------------------------ min_probability: how sure the classifier must be
+
+FLOOR = policy("""
+    [categories.learned_oom]
+    action = "resize"
+    budget = 1
+    min_probability = 0.9
+    [categories.oom]
+    min_probability = 0.9
+""")
+LIMIT_4GI = {"KUBERNETES_MEMORY_LIMIT": "4Gi"}
+
+
+def learned(family: str, probability: float | None):
+    return replace(verdict(family, f"learned_{family}"), rule=f"learned:{family}", confidence="weak",
+                   probability=probability)
+
+
+def test_a_learned_verdict_at_or_above_the_floor_acts():
+    for p in (0.95, 0.9, 1.0):
+        d = run(facts(variables=LIMIT_4GI), learned("oom", p), pol=FLOOR)
+        assert d.action == Action.RESIZE and d.budget == 1 and d.rule == "categories.learned_oom", (p, d.reason)
+        assert d.variables["KUBERNETES_MEMORY_LIMIT"] == "6Gi"
+
+
+def test_a_learned_verdict_below_the_floor_does_nothing_and_says_why():
+    d = run(facts(variables=LIMIT_4GI), learned("oom", 0.75), pol=FLOOR)
+    assert d.action == Action.NONE and d.variables == {}
+    assert d.rule == "categories.learned_oom.min_probability"
+    assert "0.75" in d.reason and "0.90" in d.reason and "categories.learned_oom" in d.reason, d.reason
+    assert d.reason == ("job 100 'build' failed: oom/learned_oom: the classifier gives oom a probability of 0.75, "
+                        "below min_probability 0.90 (categories.learned_oom): too unsure a verdict to act on")
+    # just below: never shown as if it were the floor itself
+    d = run(facts(variables=LIMIT_4GI), learned("oom", 0.8996), pol=FLOOR)
+    assert d.action == Action.NONE and "probability of 0.8996, below min_probability 0.90" in d.reason
+
+
+def test_a_rule_s_verdict_carries_no_probability_and_is_never_held_back():
+    for v in (verdict("oom"), verdict("oom", "learned_oom")):
+        assert v.probability is None
+        d = run(facts(variables=LIMIT_4GI), v, pol=FLOOR)
+        assert d.action == Action.RESIZE, d.reason
+    # even under a floor of 1 on the family itself
+    pol = policy("[families.oom]\nmin_probability = 1\n")
+    assert run(facts(variables=LIMIT_4GI), verdict("oom"), pol=pol).action == Action.RESIZE
+    assert run(facts(variables=LIMIT_4GI), learned("oom", 0.99), pol=pol).rule == "families.oom.min_probability"
+
+
+def test_an_override_s_min_probability_wins_over_the_category_s():
+    pol = policy("""
+        [categories.learned_oom]
+        action = "resize"
+        budget = 1
+        min_probability = 0.9
+        [[overrides]]
+        project = "group/.*"
+        category = "learned_oom"
+        min_probability = 0.7
+        [[overrides]]
+        job = "nightly"
+        min_probability = 0.99
+    """)
+    d = run(facts(variables=LIMIT_4GI), learned("oom", 0.75), pol=pol)
+    assert d.action == Action.RESIZE and d.rule == "overrides[0]", d.reason
+    d = run(facts(project_path="other/x", variables=LIMIT_4GI), learned("oom", 0.75), pol=pol)
+    assert d.action == Action.NONE and d.rule == "categories.learned_oom.min_probability"
+    d = run(facts(name="nightly", variables=LIMIT_4GI), learned("oom", 0.95), pol=pol)
+    assert d.action == Action.NONE and d.rule == "overrides[1].min_probability"
+    assert "below min_probability 0.99 (overrides[1])" in d.reason, d.reason
+
+
+def test_the_floor_does_not_outlive_the_pipeline_source_s_budget_factor():
+    pol = policy("""
+        [categories.learned_oom]
+        action = "resize"
+        budget = 2
+        min_probability = 0.9
+        [pipeline_sources.schedule]
+        budget_factor = 0.5
+    """)
+    d = run(facts(pipeline_source="schedule", variables=LIMIT_4GI), learned("oom", 0.8), pol=pol)
+    assert d.action == Action.NONE and d.rule == "categories.learned_oom.min_probability"
+    d = run(facts(pipeline_source="schedule", variables=LIMIT_4GI), learned("oom", 0.95), pol=pol)
+    assert d.action == Action.RESIZE and d.budget == 1
+
+
+def test_a_probability_that_is_no_number_does_not_act_and_decide_does_not_raise():
+    for bad in (float("nan"), "high"):
+        d = run(facts(variables=LIMIT_4GI), learned("oom", bad), pol=FLOOR)  # type: ignore[arg-type]
+        assert d.action == Action.NONE and d.rule == "categories.learned_oom.min_probability", d.reason
+    # without a floor, the probability is not looked at
+    pol = policy("[categories.learned_oom]\naction = 'resize'\nbudget = 1\n")
+    assert run(facts(variables=LIMIT_4GI), learned("oom", 0.3), pol=pol).action == Action.RESIZE
 
 
 # ------------------------------------------------------------------ "used" semantics (VPA)

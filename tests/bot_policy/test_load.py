@@ -45,6 +45,19 @@ def test_config_policy_loads_and_is_the_built_in_default():
     assert policy.skip_superseded and not policy.dry_run
 
 
+def test_the_shipped_policy_resizes_learned_oom_verdicts_once_only_when_the_model_is_90_percent_sure():
+    """The pre-registered bar (blind sets O to ZF: >= 5 fixed and >= 3 fixed per spoiled) is met at 0.9 only."""
+    policy = load_policy(CONFIG)
+    learned_oom = policy.categories["learned_oom"]
+    assert (learned_oom.action, learned_oom.budget, learned_oom.min_probability) == (Action.RESIZE, 1, 0.9)
+    r = policy.resolve("oom", "learned_oom")
+    assert r.rule.min_probability == 0.9 and r.min_probability_source == "categories.learned_oom"
+    # no other rule carries a floor: rules' verdicts carry no probability, and learned infrastructure acts as before
+    assert all(rule.min_probability == 0.0 for rule in policy.families.values())
+    assert [c for c, u in policy.categories.items() if u.min_probability is not None] == ["learned_oom"]
+    assert "min_probability = 0.9" in CONFIG.read_text(encoding="utf-8")
+
+
 def test_packaged_default_is_identical_to_config_policy():
     assert default_policy_text() == CONFIG.read_text(encoding="utf-8")
 
@@ -174,6 +187,70 @@ def test_the_helper_containers_limits_parse_and_round_trip():
     assert (p.resize.helper_default_memory, p.resize.helper_max_memory) == (512 * MiB, 2 * GiB)
     assert parse_policy(tomli_w.dumps(policy_to_dict(p))) == p
     assert default_policy().resize.helper_max_memory is None  # a runner's ceiling nobody wrote down
+
+
+# ------------------------------------------------------------------ min_probability
+
+
+@pytest.mark.parametrize("value", ["0.9", "1", "1.0", "0.05"])
+def test_min_probability_is_accepted_in_families_categories_and_overrides(value):
+    p = parse_policy(textwrap.dedent(f"""
+        [families.oom]
+        min_probability = {value}
+        [categories.learned_oom]
+        action = "resize"
+        min_probability = {value}
+        [[overrides]]
+        project = "a/.*"
+        min_probability = {value}
+    """))
+    assert p.families["oom"].min_probability == float(value)
+    assert p.categories["learned_oom"].min_probability == float(value)
+    assert p.overrides[0].update.min_probability == float(value)
+    # and every one of them round-trips through `policy show`
+    assert parse_policy(tomli_w.dumps(policy_to_dict(p))) == p
+
+
+def test_min_probability_defaults_to_any_verdict_and_a_category_keeps_the_family_s():
+    p = parse_policy("[families.oom]\nmin_probability = 0.8\n[categories.learned_oom]\nbudget = 1\n")
+    assert Policy().families["oom"].min_probability == 0.0
+    assert p.categories["learned_oom"].min_probability is None  # keep what the family says
+    r = p.resolve("oom", "learned_oom")
+    assert r.rule.min_probability == 0.8 and r.min_probability_source == "families.oom"
+    assert p.resolve("infrastructure", "dns_error").min_probability_source == ""
+    # a key left out is not written by `policy show` (0 would not read back)
+    assert "min_probability" not in policy_to_dict(Policy())["families"]["oom"]
+
+
+def test_min_probability_is_written_by_policy_show_when_set():
+    p = parse_policy("[families.oom]\nmin_probability = 0.75\n[categories.learned_oom]\naction = 'resize'\n"
+                     "min_probability = 0.9\n[[overrides]]\nfamily = 'oom'\nmin_probability = 1\n")
+    d = policy_to_dict(p)
+    assert d["families"]["oom"]["min_probability"] == 0.75
+    assert d["categories"]["learned_oom"] == {"action": "resize", "min_probability": 0.9}
+    assert d["overrides"][0]["min_probability"] == 1.0
+    assert parse_policy(tomli_w.dumps(d)) == p
+
+
+@pytest.mark.parametrize("value,fragment", [
+    ("0", "0 is out of range (must be above 0 and at most 1)"),
+    ("-0.1", "-0.1 is out of range (must be above 0 and at most 1)"),
+    ("1.5", "1.5 is out of range (must be above 0 and at most 1)"),
+    ('"high"', "must be a number, not"),
+    ("true", "must be a number, not"),
+    ("nan", "must be a finite number, not nan"),
+])
+@pytest.mark.parametrize("table,path", [
+    ("[families.oom]", "families.oom.min_probability"),
+    ("[categories.learned_oom]\naction = 'resize'", "categories.learned_oom.min_probability"),
+    ("[[overrides]]\nproject = 'a'", "overrides[0].min_probability"),
+])
+def test_a_bad_min_probability_is_refused_naming_file_key_and_problem(value, fragment, table, path):
+    text = f"{table}\nmin_probability = {value}\n"
+    found = problems(text)
+    assert [(p.source, p.path) for p in found] == [("p.toml", path)], [str(p) for p in found]
+    assert fragment in found[0].message, found[0].message
+    assert str(found[0]).startswith(f"p.toml:{text.count(chr(10))}: {path}: "), str(found[0])
 
 
 @pytest.mark.parametrize("text,seconds", [("90s", 90), ("10m", 600), ("1h30m", 5400), ("2d", 172800),

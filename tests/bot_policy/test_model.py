@@ -51,3 +51,13 @@ def test_classification_dict_is_what_the_store_keeps():
     d = c.to_dict()
     assert d == {"family": "oom", "category": "oom", "rule": "r", "evidence": [str(i) for i in range(10)],
                  "confidence": "strong"}
+    assert c.probability is None and "probability" not in d  # a rule's verdict is stored as it always was
+
+
+def test_a_learned_verdict_keeps_its_probability_in_the_store_s_form():
+    c = Classification(category="learned_oom", family=Family.OOM, rule="learned:oom", evidence=("p=0.93",),
+                       confidence="weak", probability=0.93)
+    d = c.to_dict()
+    assert d == {"family": "oom", "category": "learned_oom", "rule": "learned:oom", "evidence": ["p=0.93"],
+                 "confidence": "weak", "probability": 0.93}
+    assert json.loads(json.dumps(d))["probability"] == 0.93

@@ -106,11 +106,18 @@ def check_bounds(s):
         assert d.dry_run
     if d.action == Action.NONE:
         assert d.variables == {}
+        if d.rule.endswith(".min_probability"):
+            assert s["classification"].probability is not None
+            assert s["classification"].probability < resolved.rule.min_probability
+            assert d.rule == f"{resolved.min_probability_source}.min_probability"
         return
 
     # The action is the one the rule in force names: build/config errors are
     # never retried unless the policy says so.
     assert d.action == resolved.rule.action
+    # A verdict that carries a probability acts only at or above the rule's floor (a rule's carries none).
+    probability = s["classification"].probability
+    assert probability is None or probability >= resolved.rule.min_probability
     if fam in (Family.BUILD_ERROR, Family.CONFIG_ERROR):
         assert resolved.rule.action != Action.NONE
     ctx = s["context"]

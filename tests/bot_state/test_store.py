@@ -41,6 +41,20 @@ def test_job_is_decided_exactly_once_and_survives_a_crash_before_the_decision(st
         store.record_decision(11, {"action": "none"})
 
 
+def test_a_classification_with_or_without_a_probability_is_kept_and_read_back(store):
+    rule = Classification(category="oom", family=Family.OOM, rule="usage-record")
+    learned = Classification(category="learned_oom", family=Family.OOM, rule="learned:oom", confidence="weak",
+                             probability=0.93)
+    assert store.mark_job_seen(20, 3, {"job_id": 20}, rule) is True
+    assert store.mark_job_seen(21, 3, {"job_id": 21}, learned) is True
+    assert store.get_job(20).classification == rule.to_dict() and "probability" not in rule.to_dict()
+    assert store.get_job(21).classification == learned.to_dict()
+    assert store.get_job(21).classification["probability"] == 0.93
+    store.add_lineage_member(20, 21, "resize", {}, None)
+    assert [(m.family, m.category) for m in store.lineage_for(21).attempts] == [("oom", "oom"), ("oom", "learned_oom")]
+    assert store.family_counts() == {"oom": 2}
+
+
 def test_jobs_are_listed_in_pages(store, clock, monkeypatch):
     monkeypatch.setattr(store_module, "_PAGE", 2)
     for jid in (5, 3, 9, 7, 1):
