@@ -109,7 +109,7 @@ LATER: dict[str, tuple[str, tuple[str, ...]]] = {
 #: The blind sets the logistic regression's choice on O to Z never saw (its design never read them; ZA was scored
 #: before it was chosen, the others after): each
 #: at the commit it was scored blind at, with a model trained on the splits read before it.  ZA, ZB and ZC were
-#: scored with the naive Bayes of their day, ZD to ZG with the logistic regression acting (each switched off
+#: scored with the naive Bayes of their day, ZD to ZI with the logistic regression acting (each switched off
 #: here).
 NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-za": ("f7a095a", _before("heldout-z")),
@@ -121,6 +121,9 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-zf": ("b02e8a9", _before("heldout-ze")),
     # ZG was scored blind at cfd9096 (its registration; the code of ca9a9d1, after the thirty-second pass)
     "heldout-zg": ("cfd9096", _before("heldout-zf")),
+    # ZH and ZI were scored blind at 6f66ed9 (after the thirty-third pass, with the learned OOM resize at p >= 0.9)
+    "heldout-zh": ("6f66ed9", _before("heldout-zg")),
+    "heldout-zi": ("6f66ed9", _before("heldout-zg")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
