@@ -42,7 +42,8 @@ POSITIVE = [
      "build_error", "bdwgc-too-many-heap-sections", Action.NONE, {}),
     # --- C. ghr's assets path is not there
     (b"$ ghr -t \"$GH_TOKEN\" -u example-corp -r widget-cli -replace v1.4.0 ./dist/\n"
-     b"Failed to find assets from ./dist/: failed to get file stat: stat ./dist/: no such file or directory\n"
+     b"Failed to find assets from ./dist/: failed to get file stat: stat /builds/example-corp/widget-cli/dist: "
+     b"no such file or directory\n"
      b"Cleaning up project directory and file based variables\n"
      b"ERROR: Job failed: exit code 10\n",
      "config_error", "ghr-assets-path-missing", Action.NONE, {}),
