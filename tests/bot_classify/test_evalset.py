@@ -133,6 +133,10 @@ HELDOUT_ZG = tomllib.loads((DATA / "heldout-zg.toml").read_text("utf-8"))["case"
 #: and then read by the thirty-fourth: tuning data since (they have decision floors below)
 HELDOUT_ZH = tomllib.loads((DATA / "heldout-zh.toml").read_text("utf-8"))["case"]
 HELDOUT_ZI = tomllib.loads((DATA / "heldout-zi.toml").read_text("utf-8"))["case"]
+#: Held-out ZJ and ZK: collected blind after ZI at the same time by two collectors (GitHub threads; web pages), audited
+#: against their sources; sealed (scored blind once by the lead after the thirty-fourth pass).
+HELDOUT_ZJ = tomllib.loads((DATA / "heldout-zj.toml").read_text("utf-8"))["case"]
+HELDOUT_ZK = tomllib.loads((DATA / "heldout-zk.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -192,7 +196,9 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zf-", HELDOUT_ZF, 40),
                                  ("zg-", HELDOUT_ZG, 50),
                                  ("zh-", HELDOUT_ZH, 45),
-                                 ("zi-", HELDOUT_ZI, 40)):
+                                 ("zi-", HELDOUT_ZI, 40),
+                                 ("zj-", HELDOUT_ZJ, 40),
+                                 ("zk-", HELDOUT_ZK, 12)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -239,7 +245,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-n", "heldout-o", "heldout-p", "heldout-q", "heldout-r", "heldout-s", "heldout-t", "heldout-u",
                   "heldout-v", "heldout-w", "heldout-x",
                   "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
-                  "heldout-zg", "heldout-zh", "heldout-zi"):
+                  "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk"):
         assert out.count(split) >= 1 and "right" in out
 
 
