@@ -79,6 +79,8 @@ their audits), audited against their sources, scored blind once after the thirty
 97.7 %) and then read by the thirty-fourth, so tuning data since; ``heldout-zj`` and ``heldout-zk`` = collected the
 same way after ZI, at the same time by two collectors (one searching mainly GitHub threads, the other web pages;
 45 and 13 cases, 1 and 3 GitLab), audited against their sources: sealed, scored blind once after the thirty-fourth
+pass; ``heldout-zl`` = collected the same way after ZJ and ZK, while the thirty-fifth pass was being written (44
+cases after its audit, 2 GitLab), audited against its sources: sealed, scored blind once after the thirty-fifth
 pass):
 
 * right decision: the shipped default policy (``retry_bot.policy.default_policy``) with the memory
@@ -95,7 +97,7 @@ Usage::
 
     .venv/bin/python benchmarks/score_classify.py [--split heldout-f] [--misses]
 
-``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-zj``, ``heldout-zk``) unless
+``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-zj``, ``heldout-zk``, ``heldout-zl``) unless
 ``--i-am-done-tuning`` is given: a held-out split is only honest if its cases never guide a rule.
 """
 
@@ -139,7 +141,8 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
           "heldout-zh": DATA / "heldout-zh.toml",
           "heldout-zi": DATA / "heldout-zi.toml",
           "heldout-zj": DATA / "heldout-zj.toml",
-          "heldout-zk": DATA / "heldout-zk.toml"}
+          "heldout-zk": DATA / "heldout-zk.toml",
+          "heldout-zl": DATA / "heldout-zl.toml"}
 #: Splits whose per-case misses must not be read while rules are being written (held-out B, scored
 #: once at 20a0100, C, scored once at a16d87a, D, scored once at 5c6641f, and E, scored before and
 #: after the fourth pass, were read afterwards: they are tuning data since; F, G and H, collected
@@ -191,8 +194,10 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
 #: and thirty-third passes were written, and audited against their sources (50 and 43 kept), were scored blind once
 #: after the thirty-third pass (6f66ed9: 94.0 % and 97.7 %) and then read by the thirty-fourth: tuning data since.
 #: ZJ and ZK, collected blind after ZI at the same time by two collectors, and audited against their sources (45 and
-#: 13 kept): sealed, scored blind once after the thirty-fourth pass.
-SEALED: set[str] = {"heldout-zj", "heldout-zk"}
+#: 13 kept): sealed, scored blind once after the thirty-fourth pass; ZL, collected blind after them while the
+#: thirty-fifth pass was written, and audited against its sources (44 kept): sealed, scored blind once after the
+#: thirty-fifth pass.
+SEALED: set[str] = {"heldout-zj", "heldout-zk", "heldout-zl"}
 #: The memory limit in force for every scored job (the bot knows it in production from the job's
 #: variables or its usage record); without it the decision could not size a resize.
 LIMIT = "4Gi"

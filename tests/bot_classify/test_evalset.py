@@ -137,6 +137,9 @@ HELDOUT_ZI = tomllib.loads((DATA / "heldout-zi.toml").read_text("utf-8"))["case"
 #: against their sources; sealed (scored blind once by the lead after the thirty-fourth pass).
 HELDOUT_ZJ = tomllib.loads((DATA / "heldout-zj.toml").read_text("utf-8"))["case"]
 HELDOUT_ZK = tomllib.loads((DATA / "heldout-zk.toml").read_text("utf-8"))["case"]
+#: Held-out ZL: collected blind after ZJ and ZK while the thirty-fifth pass was written, audited against its sources;
+#: sealed (scored blind once by the lead after the thirty-fifth pass).
+HELDOUT_ZL = tomllib.loads((DATA / "heldout-zl.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -198,7 +201,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zh-", HELDOUT_ZH, 45),
                                  ("zi-", HELDOUT_ZI, 40),
                                  ("zj-", HELDOUT_ZJ, 40),
-                                 ("zk-", HELDOUT_ZK, 12)):
+                                 ("zk-", HELDOUT_ZK, 12),
+                                 ("zl-", HELDOUT_ZL, 40)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -245,7 +249,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-n", "heldout-o", "heldout-p", "heldout-q", "heldout-r", "heldout-s", "heldout-t", "heldout-u",
                   "heldout-v", "heldout-w", "heldout-x",
                   "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
-                  "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk"):
+                  "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl"):
         assert out.count(split) >= 1 and "right" in out
 
 
