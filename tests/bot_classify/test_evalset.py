@@ -140,6 +140,9 @@ HELDOUT_ZK = tomllib.loads((DATA / "heldout-zk.toml").read_text("utf-8"))["case"
 #: Held-out ZL: collected blind after ZJ and ZK while the thirty-fifth pass was written, audited against its sources;
 #: sealed (scored blind once by the lead after the thirty-fifth pass).
 HELDOUT_ZL = tomllib.loads((DATA / "heldout-zl.toml").read_text("utf-8"))["case"]
+#: Held-out ZM: collected blind after ZL while the thirty-fifth pass was written, audited against its sources; sealed
+#: (scored blind once by the lead after the thirty-sixth pass).
+HELDOUT_ZM = tomllib.loads((DATA / "heldout-zm.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -202,7 +205,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zi-", HELDOUT_ZI, 40),
                                  ("zj-", HELDOUT_ZJ, 40),
                                  ("zk-", HELDOUT_ZK, 12),
-                                 ("zl-", HELDOUT_ZL, 40)):
+                                 ("zl-", HELDOUT_ZL, 40),
+                                 ("zm-", HELDOUT_ZM, 40)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -249,7 +253,8 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-n", "heldout-o", "heldout-p", "heldout-q", "heldout-r", "heldout-s", "heldout-t", "heldout-u",
                   "heldout-v", "heldout-w", "heldout-x",
                   "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
-                  "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl"):
+                  "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
+                  "heldout-zm"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
