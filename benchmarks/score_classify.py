@@ -82,7 +82,9 @@ same way after ZI, at the same time by two collectors (one searching mainly GitH
 pass; ``heldout-zl`` = collected the same way after ZJ and ZK, while the thirty-fifth pass was being written (44
 cases after its audit, 2 GitLab), audited against its sources: sealed, scored blind once after the thirty-fifth
 pass; ``heldout-zm`` = collected the same way after ZL, while the thirty-fifth pass was being written (45 cases, no
-GitLab), audited against its sources: sealed, scored blind once after the thirty-sixth pass):
+GitLab), audited against its sources: sealed, scored blind once after the thirty-sixth pass; ``heldout-zn`` =
+collected the same way after ZM, while the thirty-fifth pass was being written (45 cases, 1 GitLab), audited against
+its sources: sealed, scored blind once after the thirty-seventh pass):
 
 * right decision: the shipped default policy (``retry_bot.policy.default_policy``) with the memory
   limit in force known (``KUBERNETES_MEMORY_LIMIT=4Gi`` in the job's variables, as in
@@ -99,7 +101,8 @@ Usage::
     .venv/bin/python benchmarks/score_classify.py [--split heldout-f] [--misses]
 
 Without ``--split`` every split is scored but those in ``SEALED``, which are scored only when named.
-``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-zj``, ``heldout-zk``, ``heldout-zl``, ``heldout-zm``) unless
+``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-zj``, ``heldout-zk``, ``heldout-zl``, ``heldout-zm``,
+``heldout-zn``) unless
 ``--i-am-done-tuning`` is given: a held-out split is only honest if its cases never guide a rule.
 """
 
@@ -145,7 +148,8 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
           "heldout-zj": DATA / "heldout-zj.toml",
           "heldout-zk": DATA / "heldout-zk.toml",
           "heldout-zl": DATA / "heldout-zl.toml",
-          "heldout-zm": DATA / "heldout-zm.toml"}
+          "heldout-zm": DATA / "heldout-zm.toml",
+          "heldout-zn": DATA / "heldout-zn.toml"}
 #: Splits whose per-case misses must not be read while rules are being written (held-out B, scored
 #: once at 20a0100, C, scored once at a16d87a, D, scored once at 5c6641f, and E, scored before and
 #: after the fourth pass, were read afterwards: they are tuning data since; F, G and H, collected
@@ -200,8 +204,9 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
 #: 13 kept): sealed, scored blind once after the thirty-fourth pass; ZL, collected blind after them while the
 #: thirty-fifth pass was written, and audited against its sources (44 kept): sealed, scored blind once after the
 #: thirty-fifth pass; ZM, collected blind after ZL while the thirty-fifth pass was written, and audited against its
-#: sources (45 kept): sealed, scored blind once after the thirty-sixth pass.
-SEALED: set[str] = {"heldout-zj", "heldout-zk", "heldout-zl", "heldout-zm"}
+#: sources (45 kept): sealed, scored blind once after the thirty-sixth pass; ZN, collected blind after ZM, audited
+#: (45 kept): sealed, scored blind once after the thirty-seventh pass.
+SEALED: set[str] = {"heldout-zj", "heldout-zk", "heldout-zl", "heldout-zm", "heldout-zn"}
 #: The memory limit in force for every scored job (the bot knows it in production from the job's
 #: variables or its usage record); without it the decision could not size a resize.
 LIMIT = "4Gi"

@@ -143,6 +143,9 @@ HELDOUT_ZL = tomllib.loads((DATA / "heldout-zl.toml").read_text("utf-8"))["case"
 #: Held-out ZM: collected blind after ZL while the thirty-fifth pass was written, audited against its sources; sealed
 #: (scored blind once by the lead after the thirty-sixth pass).
 HELDOUT_ZM = tomllib.loads((DATA / "heldout-zm.toml").read_text("utf-8"))["case"]
+#: Held-out ZN: collected blind after ZM while the thirty-fifth pass was written, audited against its sources; sealed
+#: (scored blind once by the lead after the thirty-seventh pass).
+HELDOUT_ZN = tomllib.loads((DATA / "heldout-zn.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -206,7 +209,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zj-", HELDOUT_ZJ, 40),
                                  ("zk-", HELDOUT_ZK, 12),
                                  ("zl-", HELDOUT_ZL, 40),
-                                 ("zm-", HELDOUT_ZM, 40)):
+                                 ("zm-", HELDOUT_ZM, 40),
+                                 ("zn-", HELDOUT_ZN, 40)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -254,7 +258,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-v", "heldout-w", "heldout-x",
                   "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
-                  "heldout-zm"):
+                  "heldout-zm", "heldout-zn"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
