@@ -38,9 +38,9 @@ only O to Z, ``--no-later`` leaves them out.  The models are trained by today's
 :func:`retry_bot.classify.train.train` (about 10-20 s each), so a full run with the leave-one-split-out
 cross-validation takes several minutes; ``--no-loso`` skips the latter.
 
-Only the splits already read (``READ_SPLITS``) can be loaded: a sealed blind set (ZJ and later) is
+Only the splits already read (``READ_SPLITS``) can be loaded: a sealed blind set (ZL and later) is
 refused, so no option lets this script read it (K was read by the twelfth pass, L by the thirteenth, M by
-the fourteenth, N by the fifteenth, O and P by the sixteenth, Q by the seventeenth, R by the eighteenth, S by the nineteenth, T by the twentieth, U by the twenty-first, V by the twenty-second, W by the twenty-third, X by the twenty-fourth, Y by the twenty-fifth, Z by the twenty-sixth, ZA by the twenty-seventh, ZB by the twenty-eighth, ZC by the twenty-ninth, ZD by the thirtieth, ZE by the thirty-first, ZF by the thirty-second, ZG by the thirty-third, ZH and ZI by the thirty-fourth).
+the fourteenth, N by the fifteenth, O and P by the sixteenth, Q by the seventeenth, R by the eighteenth, S by the nineteenth, T by the twentieth, U by the twenty-first, V by the twenty-second, W by the twenty-third, X by the twenty-fourth, Y by the twenty-fifth, Z by the twenty-sixth, ZA by the twenty-seventh, ZB by the twenty-eighth, ZC by the twenty-ninth, ZD by the thirtieth, ZE by the thirty-first, ZF by the thirty-second, ZG by the thirty-third, ZH and ZI by the thirty-fourth, ZJ and ZK by the thirty-fifth).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ LATER: dict[str, tuple[str, tuple[str, ...]]] = {
 #: The blind sets the logistic regression's choice on O to Z never saw (its design never read them; ZA was scored
 #: before it was chosen, the others after): each
 #: at the commit it was scored blind at, with a model trained on the splits read before it.  ZA, ZB and ZC were
-#: scored with the naive Bayes of their day, ZD to ZI with the logistic regression acting (each switched off
+#: scored with the naive Bayes of their day, ZD to ZK with the logistic regression acting (each switched off
 #: here).
 NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-za": ("f7a095a", _before("heldout-z")),
@@ -124,6 +124,9 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     # ZH and ZI were scored blind at 6f66ed9 (after the thirty-third pass, with the learned OOM resize at p >= 0.9)
     "heldout-zh": ("6f66ed9", _before("heldout-zg")),
     "heldout-zi": ("6f66ed9", _before("heldout-zg")),
+    # ZJ and ZK were scored blind at 6a45aab (their registration; the code of 6a8af52, after the thirty-fourth pass)
+    "heldout-zj": ("6a45aab", _before("heldout-zi")),
+    "heldout-zk": ("6a45aab", _before("heldout-zi")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -156,7 +159,7 @@ for i, c in enumerate(tomllib.loads(open(sys.argv[1], encoding="utf-8").read())[
 
 def load(split: str) -> list[dict[str, Any]]:
     if split not in READ_SPLITS:
-        raise SystemExit(f"refused: {split} is not a read split (held-out ZJ and later sets stay sealed)")
+        raise SystemExit(f"refused: {split} is not a read split (held-out ZL and later sets stay sealed)")
     return list(tomllib.loads((DATA / f"{split}.toml").read_text("utf-8"))["case"])
 
 
