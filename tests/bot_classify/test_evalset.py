@@ -138,8 +138,9 @@ HELDOUT_ZI = tomllib.loads((DATA / "heldout-zi.toml").read_text("utf-8"))["case"
 #: and then read by the thirty-fifth: tuning data since (they have decision floors below)
 HELDOUT_ZJ = tomllib.loads((DATA / "heldout-zj.toml").read_text("utf-8"))["case"]
 HELDOUT_ZK = tomllib.loads((DATA / "heldout-zk.toml").read_text("utf-8"))["case"]
-#: Held-out ZL: collected blind after ZJ and ZK while the thirty-fifth pass was written, audited against its sources;
-#: sealed (scored blind once by the lead after the thirty-fifth pass).
+#: Held-out ZL: collected blind after ZJ and ZK while the thirty-fifth pass was written, audited against its sources
+#: (44 kept), scored blind once by the lead after the thirty-fifth pass (90.9 %) and then read by the thirty-sixth:
+#: tuning data since (it has a decision floor below)
 HELDOUT_ZL = tomllib.loads((DATA / "heldout-zl.toml").read_text("utf-8"))["case"]
 #: Held-out ZM: collected blind after ZL while the thirty-fifth pass was written, audited against its sources; sealed
 #: (scored blind once by the lead after the thirty-sixth pass).
@@ -325,6 +326,11 @@ def test_score_script_runs_on_every_split(capsys):
 #: floors are one case less (41/45, 10/13). ZJ keeps its one wasted re-run (a documented miss of the thirty-fifth pass:
 #: a Jenkins build that hung, whose durable-task lines are an agent lost in heldout-k and heldout-r), so its cap entry
 #: holds it at 1 of 45; ZK has none and needs no cap entry.
+#: ZL was scored blind once after the thirty-fifth pass (90.9 %, 2 wasted re-runs) and read by the thirty-sixth, which
+#: reached 42/44 (in-sample, its cases also train the learned fallback since): its floor is one case less (41/44). It
+#: keeps one wasted re-run (a documented miss of the thirty-sixth pass: a PostgreSQL recovery test that kills a backend
+#: on purpose, whose postmaster line 'terminated by signal 9: Killed' is the OOM killer's in most jobs), so its cap
+#: entry holds it at 1 of 44.
 DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
                    "heldout-d": 0.97, "heldout-e": 0.978, "heldout-f": 0.967, "heldout-g": 0.89, "heldout-i": 0.904,
                    "heldout-j": 0.977, "heldout-k": 0.958, "heldout-l": 0.965, "heldout-m": 0.924, "heldout-n": 0.843,
@@ -335,7 +341,7 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
                    "heldout-zb": 0.925, "heldout-zc": 0.913,
                    "heldout-zd": 0.926, "heldout-ze": 0.967, "heldout-zf": 0.934,
                    "heldout-zg": 0.932, "heldout-zh": 0.98, "heldout-zi": 0.953,
-                   "heldout-zj": 0.911, "heldout-zk": 0.769}
+                   "heldout-zj": 0.911, "heldout-zk": 0.769, "heldout-zl": 0.931}
 #: Deterministic re-runs allowed per split (3.5 per 100 unless listed). N keeps 3 of 83 (3.6 per 100), each a
 #: documented miss of the fifteenth pass (docs/taxonomy.md, "Fifteenth pass"): a DNS failure and a clone
 #: time-out labelled configuration after their maintainers (the same texts are transient in other splits and
@@ -353,7 +359,8 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
 #: same line is a race labelled infrastructure in heldout-a, heldout-d and X itself), and a bare 'Killed' with make's
 #: 'Error 137' that nobody diagnosed (labelled unknown; the same text is an OOM kill in some twenty cases of D to X).
 #: None may be added.
-WASTED_CAPS = {"heldout-n": 3 / 83, "heldout-t": 4 / 68, "heldout-v": 3 / 59, "heldout-x": 3 / 69, "heldout-zj": 1 / 45}
+WASTED_CAPS = {"heldout-n": 3 / 83, "heldout-t": 4 / 68, "heldout-v": 3 / 59, "heldout-x": 3 / 69, "heldout-zj": 1 / 45,
+               "heldout-zl": 1 / 44}
 
 
 def test_every_split_keeps_its_decision_floor(taxonomy):
