@@ -159,7 +159,9 @@ NEAR_MISSES = [
     # expiry and name mismatch are not trust: they stay infrastructure
     (b"x509: certificate has expired or is not yet valid: current time 2026-01-01T00:00:00Z is after "
      b"2025-12-31T23:59:59Z\n", "tls-untrusted", "infrastructure", {}),
-    (b"curl: (60) SSL certificate problem: certificate has expired\n", "tls-untrusted", "infrastructure", {}),
+    # (the thirty-sixth pass reads OpenSSL's own 'certificate has expired' as configuration: an expired server
+    # certificate or CA-bundle root fails every re-run; openssl-certificate-has-expired, not tls-untrusted)
+    (b"curl: (60) SSL certificate problem: certificate has expired\n", "tls-untrusted", "config_error", {}),
     (b"hostname 'm.mirror.example.net' doesn't match 'ftp.example.org'\n", "tls-untrusted", "infrastructure", {}),
     # JCenter stayed read-only: its 5xx is an outage; nuget.org's service index is an outage
     (b"> Could not GET 'https://jcenter.bintray.com/com/x/y/1.0/y-1.0.pom'. Received status code 502 from "
