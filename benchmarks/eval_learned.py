@@ -109,7 +109,7 @@ LATER: dict[str, tuple[str, tuple[str, ...]]] = {
 #: The blind sets the logistic regression's choice on O to Z never saw (its design never read them; ZA was scored
 #: before it was chosen, the others after): each
 #: at the commit it was scored blind at, with a model trained on the splits read before it.  ZA, ZB and ZC were
-#: scored with the naive Bayes of their day, ZD to ZL with the logistic regression acting (each switched off
+#: scored with the naive Bayes of their day, ZD to ZM with the logistic regression acting (each switched off
 #: here).
 NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-za": ("f7a095a", _before("heldout-z")),
@@ -129,6 +129,8 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-zk": ("6a45aab", _before("heldout-zi")),
     # ZL was scored blind at 49577af (the merge of the thirty-fifth pass)
     "heldout-zl": ("49577af", _before("heldout-zk")),
+    # ZM was scored blind at bd280f7 (after the thirty-sixth pass)
+    "heldout-zm": ("bd280f7", _before("heldout-zl")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
