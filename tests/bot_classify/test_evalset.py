@@ -149,6 +149,9 @@ HELDOUT_ZM = tomllib.loads((DATA / "heldout-zm.toml").read_text("utf-8"))["case"
 #: Held-out ZN: collected blind after ZM while the thirty-fifth pass was written, audited against its sources; sealed
 #: (scored blind once by the lead after the thirty-seventh pass).
 HELDOUT_ZN = tomllib.loads((DATA / "heldout-zn.toml").read_text("utf-8"))["case"]
+#: Held-out ZO: collected blind after ZN while the thirty-seventh pass was written, audited against its sources; sealed
+#: (scored blind once by the lead after the thirty-seventh pass).
+HELDOUT_ZO = tomllib.loads((DATA / "heldout-zo.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -213,7 +216,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zk-", HELDOUT_ZK, 12),
                                  ("zl-", HELDOUT_ZL, 40),
                                  ("zm-", HELDOUT_ZM, 40),
-                                 ("zn-", HELDOUT_ZN, 40)):
+                                 ("zn-", HELDOUT_ZN, 40),
+                                 ("zo-", HELDOUT_ZO, 30)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -261,7 +265,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-v", "heldout-w", "heldout-x",
                   "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
-                  "heldout-zm", "heldout-zn"):
+                  "heldout-zm", "heldout-zn", "heldout-zo"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
