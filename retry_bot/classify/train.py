@@ -52,7 +52,8 @@ __all__ = ["READ_SPLITS", "CLASSES", "DEFAULT_OPTIONS", "case_features", "load_s
 #: and read by the thirty-third, ZH and ZI scored blind once after the thirty-third and read by the thirty-fourth, ZJ
 #: and ZK scored blind once after the thirty-fourth and read by the thirty-fifth, ZL scored blind once after the
 #: thirty-fifth and read by the thirty-sixth, ZM scored blind once after the thirty-sixth and read by the
-#: thirty-seventh, so they train it too; any split collected later (ZN...) is not listed
+#: thirty-seventh, ZN and ZO scored blind once after the thirty-seventh and read by the thirty-eighth, so they train
+#: it too; any split collected later (ZP...) is not listed
 #: and may not train it.
 READ_SPLITS: tuple[str, ...] = ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e",
                                 "heldout-f", "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k",
@@ -61,7 +62,8 @@ READ_SPLITS: tuple[str, ...] = ("cases", "tuning", "heldout-a", "heldout-b", "he
                                 "heldout-w", "heldout-x", "heldout-y", "heldout-z", "heldout-za",
                                 "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze",
                                 "heldout-zf", "heldout-zg", "heldout-zh", "heldout-zi",
-                                "heldout-zj", "heldout-zk", "heldout-zl", "heldout-zm")
+                                "heldout-zj", "heldout-zk", "heldout-zl", "heldout-zm",
+                                "heldout-zn", "heldout-zo")
 #: The families the model may name: not ``canceled`` (GitLab's status says it) nor ``unknown``.
 CLASSES: tuple[str, ...] = ("oom", "timeout", "infrastructure", "build_error", "config_error")
 #: Digits kept in the artifact's weights (a regenerated artifact is byte-identical).
