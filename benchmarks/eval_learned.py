@@ -109,7 +109,7 @@ LATER: dict[str, tuple[str, tuple[str, ...]]] = {
 #: The blind sets the logistic regression's choice on O to Z never saw (its design never read them; ZA was scored
 #: before it was chosen, the others after): each
 #: at the commit it was scored blind at, with a model trained on the splits read before it.  ZA, ZB and ZC were
-#: scored with the naive Bayes of their day, ZD to ZM with the logistic regression acting (each switched off
+#: scored with the naive Bayes of their day, ZD to ZO with the logistic regression acting (each switched off
 #: here).
 NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-za": ("f7a095a", _before("heldout-z")),
@@ -131,6 +131,9 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-zl": ("49577af", _before("heldout-zk")),
     # ZM was scored blind at bd280f7 (after the thirty-sixth pass)
     "heldout-zm": ("bd280f7", _before("heldout-zl")),
+    # ZN and ZO were scored blind at cb56520 (ZO's registration; after the thirty-seventh pass)
+    "heldout-zn": ("cb56520", _before("heldout-zm")),
+    "heldout-zo": ("cb56520", _before("heldout-zm")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
