@@ -91,7 +91,9 @@ tuning data since; ``heldout-zo`` = collected the same way after ZN, while the t
 (cb56520: 91.4 %) and then read by the thirty-eighth, so tuning data since; ``heldout-zp`` =
 collected the same way after ZO had been read by the thirty-eighth pass, searching mainly GitHub threads about
 language ecosystems (49 cases, 3 GitLab), audited against its sources: sealed, scored blind once after the
-thirty-eighth pass):
+thirty-eighth pass; ``heldout-zq`` = collected the same way at the same time as ZP, searching mainly GitHub
+threads about build systems, platforms and distributions (37 cases after its audit, no GitLab), audited against its
+sources: sealed, scored blind once after the thirty-eighth pass):
 
 * right decision: the shipped default policy (``retry_bot.policy.default_policy``) with the memory
   limit in force known (``KUBERNETES_MEMORY_LIMIT=4Gi`` in the job's variables, as in
@@ -108,7 +110,7 @@ Usage::
     .venv/bin/python benchmarks/score_classify.py [--split heldout-f] [--misses]
 
 Without ``--split`` every split is scored but those in ``SEALED``, which are scored only when named.
-``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-zp``) unless
+``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-zp``, ``heldout-zq``) unless
 ``--i-am-done-tuning`` is given: a held-out split is only honest if its cases never guide a rule.
 """
 
@@ -157,7 +159,8 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
           "heldout-zm": DATA / "heldout-zm.toml",
           "heldout-zn": DATA / "heldout-zn.toml",
           "heldout-zo": DATA / "heldout-zo.toml",
-          "heldout-zp": DATA / "heldout-zp.toml"}
+          "heldout-zp": DATA / "heldout-zp.toml",
+          "heldout-zq": DATA / "heldout-zq.toml"}
 #: Splits whose per-case misses must not be read while rules are being written (held-out B, scored
 #: once at 20a0100, C, scored once at a16d87a, D, scored once at 5c6641f, and E, scored before and
 #: after the fourth pass, were read afterwards: they are tuning data since; F, G and H, collected
@@ -217,8 +220,9 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
 #: thirty-seventh: tuning data since; ZN, collected blind after ZM, and ZO, collected blind after ZN while the
 #: thirty-seventh pass was written, audited (45 and 35 kept), were scored blind once after the thirty-seventh pass
 #: (cb56520: 84.4 % and 91.4 %) and then read by the thirty-eighth: tuning data since; ZP, collected blind after ZO had
-#: been read by the thirty-eighth pass, audited (49 kept): sealed, scored blind once after the thirty-eighth pass.
-SEALED: set[str] = {"heldout-zp"}
+#: been read by the thirty-eighth pass, audited (49 kept), and ZQ, collected blind at the same time as ZP, audited
+#: (37 kept): sealed, scored blind once after the thirty-eighth pass.
+SEALED: set[str] = {"heldout-zp", "heldout-zq"}
 #: The memory limit in force for every scored job (the bot knows it in production from the job's
 #: variables or its usage record); without it the decision could not size a resize.
 LIMIT = "4Gi"

@@ -157,6 +157,9 @@ HELDOUT_ZO = tomllib.loads((DATA / "heldout-zo.toml").read_text("utf-8"))["case"
 #: Held-out ZP: collected blind after splits A to ZO had been read by the thirty-eighth pass, audited against its
 #: sources; sealed (scored blind once by the lead after the thirty-eighth pass).
 HELDOUT_ZP = tomllib.loads((DATA / "heldout-zp.toml").read_text("utf-8"))["case"]
+#: Held-out ZQ: collected blind at the same time as ZP, audited against its
+#: sources; sealed (scored blind once by the lead after the thirty-eighth pass).
+HELDOUT_ZQ = tomllib.loads((DATA / "heldout-zq.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -223,7 +226,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zm-", HELDOUT_ZM, 40),
                                  ("zn-", HELDOUT_ZN, 40),
                                  ("zo-", HELDOUT_ZO, 30),
-                                 ("zp-", HELDOUT_ZP, 44)):
+                                 ("zp-", HELDOUT_ZP, 44),
+                                 ("zq-", HELDOUT_ZQ, 33)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -271,7 +275,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-v", "heldout-w", "heldout-x",
                   "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
-                  "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp"):
+                  "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
