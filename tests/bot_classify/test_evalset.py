@@ -155,10 +155,12 @@ HELDOUT_ZN = tomllib.loads((DATA / "heldout-zn.toml").read_text("utf-8"))["case"
 #: tuning data since (it has a decision floor below)
 HELDOUT_ZO = tomllib.loads((DATA / "heldout-zo.toml").read_text("utf-8"))["case"]
 #: Held-out ZP: collected blind after splits A to ZO had been read by the thirty-eighth pass, audited against its
-#: sources; sealed (scored blind once by the lead after the thirty-eighth pass).
+#: sources (49 kept), scored blind once by the lead after the thirty-eighth pass (77.6 %) and then read by the
+#: thirty-ninth: tuning data since (it has a decision floor below)
 HELDOUT_ZP = tomllib.loads((DATA / "heldout-zp.toml").read_text("utf-8"))["case"]
-#: Held-out ZQ: collected blind at the same time as ZP, audited against its
-#: sources; sealed (scored blind once by the lead after the thirty-eighth pass).
+#: Held-out ZQ: collected blind at the same time as ZP, audited against its sources (37 kept), scored blind once by
+#: the lead after the thirty-eighth pass (83.8 %) and then read by the thirty-ninth: tuning data since (it has a
+#: decision floor below)
 HELDOUT_ZQ = tomllib.loads((DATA / "heldout-zq.toml").read_text("utf-8"))["case"]
 
 
@@ -352,6 +354,14 @@ def test_score_script_runs_on_every_split(capsys):
 #: ZN and ZO were scored blind once after the thirty-seventh pass (84.4 % with 1 wasted re-run, 91.4 % with none) and
 #: read by the thirty-eighth, which reached 43/45 and 34/35 with no wasted re-run (in-sample, their cases also train
 #: the learned fallback since): their floors are one case less (42/45, 33/35), and they need no cap entry.
+#: ZP and ZQ were scored blind once after the thirty-eighth pass (77.6 % with 6 wasted re-runs, 83.8 % with 2) and
+#: read by the thirty-ninth, which reached 44/49 and 34/37 (in-sample, their cases also train the learned fallback
+#: since): their floors are one case less (43/49, 33/37). Each keeps 2 wasted re-runs, documented misses of the
+#: thirty-ninth pass (docs/taxonomy.md, "Thirty-ninth pass"): ZP a conda checksum mismatch from a channel's wrong md5
+#: (the same text is a mirror's transient state in heldout-e) and a GitLab 'No such image' (labelled infrastructure
+#: in heldout-d, -i and -u, configuration in heldout-zc); ZQ a git:// connection timed out behind a firewall (the
+#: same git line is a transient failure in heldout-f and -q) and a Go 'cannot allocate' of one absurd block on Plan 9.
+#: Their cap entries hold them at 2 of 49 and 2 of 37; none may be added.
 DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
                    "heldout-d": 0.97, "heldout-e": 0.978, "heldout-f": 0.967, "heldout-g": 0.89, "heldout-i": 0.904,
                    "heldout-j": 0.977, "heldout-k": 0.958, "heldout-l": 0.965, "heldout-m": 0.924, "heldout-n": 0.843,
@@ -363,7 +373,8 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
                    "heldout-zd": 0.926, "heldout-ze": 0.967, "heldout-zf": 0.934,
                    "heldout-zg": 0.932, "heldout-zh": 0.98, "heldout-zi": 0.953,
                    "heldout-zj": 0.911, "heldout-zk": 0.769, "heldout-zl": 0.931,
-                   "heldout-zm": 0.955, "heldout-zn": 0.933, "heldout-zo": 0.942}
+                   "heldout-zm": 0.955, "heldout-zn": 0.933, "heldout-zo": 0.942,
+                   "heldout-zp": 0.877, "heldout-zq": 0.891}
 #: Deterministic re-runs allowed per split (3.5 per 100 unless listed). N keeps 3 of 83 (3.6 per 100), each a
 #: documented miss of the fifteenth pass (docs/taxonomy.md, "Fifteenth pass"): a DNS failure and a clone
 #: time-out labelled configuration after their maintainers (the same texts are transient in other splits and
@@ -382,7 +393,7 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
 #: 'Error 137' that nobody diagnosed (labelled unknown; the same text is an OOM kill in some twenty cases of D to X).
 #: None may be added.
 WASTED_CAPS = {"heldout-n": 3 / 83, "heldout-t": 4 / 68, "heldout-v": 3 / 59, "heldout-x": 3 / 69, "heldout-zj": 1 / 45,
-               "heldout-zl": 1 / 44}
+               "heldout-zl": 1 / 44, "heldout-zp": 2 / 49, "heldout-zq": 2 / 37}
 
 
 def test_every_split_keeps_its_decision_floor(taxonomy):
