@@ -162,6 +162,9 @@ HELDOUT_ZP = tomllib.loads((DATA / "heldout-zp.toml").read_text("utf-8"))["case"
 #: the lead after the thirty-eighth pass (83.8 %) and then read by the thirty-ninth: tuning data since (it has a
 #: decision floor below)
 HELDOUT_ZQ = tomllib.loads((DATA / "heldout-zq.toml").read_text("utf-8"))["case"]
+#: Held-out ZR: collected blind after ZP and ZQ while the thirty-ninth pass was written, audited against its
+#: sources; sealed (scored blind once by the lead after the thirty-ninth pass).
+HELDOUT_ZR = tomllib.loads((DATA / "heldout-zr.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -229,7 +232,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zn-", HELDOUT_ZN, 40),
                                  ("zo-", HELDOUT_ZO, 30),
                                  ("zp-", HELDOUT_ZP, 44),
-                                 ("zq-", HELDOUT_ZQ, 33)):
+                                 ("zq-", HELDOUT_ZQ, 33),
+                                 ("zr-", HELDOUT_ZR, 47)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -277,7 +281,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-v", "heldout-w", "heldout-x",
                   "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
-                  "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq"):
+                  "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
