@@ -163,7 +163,8 @@ HELDOUT_ZP = tomllib.loads((DATA / "heldout-zp.toml").read_text("utf-8"))["case"
 #: decision floor below)
 HELDOUT_ZQ = tomllib.loads((DATA / "heldout-zq.toml").read_text("utf-8"))["case"]
 #: Held-out ZR: collected blind after ZP and ZQ while the thirty-ninth pass was written, audited against its
-#: sources; sealed (scored blind once by the lead after the thirty-ninth pass).
+#: sources (52 kept), scored blind once by the lead after the thirty-ninth pass (82.7 %) and then read by the
+#: fortieth: tuning data since (it has a decision floor below)
 HELDOUT_ZR = tomllib.loads((DATA / "heldout-zr.toml").read_text("utf-8"))["case"]
 
 
@@ -366,6 +367,11 @@ def test_score_script_runs_on_every_split(capsys):
 #: in heldout-d, -i and -u, configuration in heldout-zc); ZQ a git:// connection timed out behind a firewall (the
 #: same git line is a transient failure in heldout-f and -q) and a Go 'cannot allocate' of one absurd block on Plan 9.
 #: Their cap entries hold them at 2 of 49 and 2 of 37; none may be added.
+#: ZR was scored blind once after the thirty-ninth pass (82.7 % with 3 wasted re-runs) and read by the fortieth, which
+#: reached 50/52 (in-sample, its cases also train the learned fallback since): its floor is one case less (49/52). It
+#: keeps one wasted re-run, a documented miss of the fortieth pass (docs/taxonomy.md, "Fortieth pass"): a Terraform
+#: provider whose Go runtime printed 'fatal error: out of memory' while its debug logger formatted a huge payload (a
+#: bug, but the same runtime line is a real OOM in most jobs), so its cap entry holds it at 1 of 52; none may be added.
 DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
                    "heldout-d": 0.97, "heldout-e": 0.978, "heldout-f": 0.967, "heldout-g": 0.89, "heldout-i": 0.904,
                    "heldout-j": 0.977, "heldout-k": 0.958, "heldout-l": 0.965, "heldout-m": 0.924, "heldout-n": 0.843,
@@ -378,7 +384,7 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
                    "heldout-zg": 0.932, "heldout-zh": 0.98, "heldout-zi": 0.953,
                    "heldout-zj": 0.911, "heldout-zk": 0.769, "heldout-zl": 0.931,
                    "heldout-zm": 0.955, "heldout-zn": 0.933, "heldout-zo": 0.942,
-                   "heldout-zp": 0.877, "heldout-zq": 0.891}
+                   "heldout-zp": 0.877, "heldout-zq": 0.891, "heldout-zr": 0.942}
 #: Deterministic re-runs allowed per split (3.5 per 100 unless listed). N keeps 3 of 83 (3.6 per 100), each a
 #: documented miss of the fifteenth pass (docs/taxonomy.md, "Fifteenth pass"): a DNS failure and a clone
 #: time-out labelled configuration after their maintainers (the same texts are transient in other splits and
@@ -397,7 +403,8 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
 #: 'Error 137' that nobody diagnosed (labelled unknown; the same text is an OOM kill in some twenty cases of D to X).
 #: None may be added.
 WASTED_CAPS = {"heldout-n": 3 / 83, "heldout-t": 4 / 68, "heldout-v": 3 / 59, "heldout-x": 3 / 69, "heldout-zj": 1 / 45,
-               "heldout-zl": 1 / 44, "heldout-zp": 2 / 49, "heldout-zq": 2 / 37}
+               "heldout-zl": 1 / 44, "heldout-zp": 2 / 49, "heldout-zq": 2 / 37,
+               "heldout-zr": 1 / 52}
 
 
 def test_every_split_keeps_its_decision_floor(taxonomy):
