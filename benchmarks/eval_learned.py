@@ -109,7 +109,7 @@ LATER: dict[str, tuple[str, tuple[str, ...]]] = {
 #: The blind sets the logistic regression's choice on O to Z never saw (its design never read them; ZA was scored
 #: before it was chosen, the others after): each
 #: at the commit it was scored blind at, with a model trained on the splits read before it.  ZA, ZB and ZC were
-#: scored with the naive Bayes of their day, ZD to ZQ with the logistic regression acting (each switched off
+#: scored with the naive Bayes of their day, ZD to ZR with the logistic regression acting (each switched off
 #: here).
 NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-za": ("f7a095a", _before("heldout-z")),
@@ -137,6 +137,8 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     # ZP and ZQ were scored blind at cda2a95 and 2eac1c0 (their registrations; the code after the thirty-eighth pass)
     "heldout-zp": ("cda2a95", _before("heldout-zo")),
     "heldout-zq": ("2eac1c0", _before("heldout-zo")),
+    # ZR was scored blind at ad1f479 (its registration; the code after the thirty-ninth pass)
+    "heldout-zr": ("ad1f479", _before("heldout-zq")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
