@@ -166,6 +166,12 @@ HELDOUT_ZQ = tomllib.loads((DATA / "heldout-zq.toml").read_text("utf-8"))["case"
 #: sources (52 kept), scored blind once by the lead after the thirty-ninth pass (82.7 %) and then read by the
 #: fortieth: tuning data since (it has a decision floor below)
 HELDOUT_ZR = tomllib.loads((DATA / "heldout-zr.toml").read_text("utf-8"))["case"]
+#: Held-out ZS: collected blind after ZR, while the thirty-ninth and fortieth passes were written, audited
+#: against its sources; sealed (scored blind once by the lead after the fortieth pass).
+HELDOUT_ZS = tomllib.loads((DATA / "heldout-zs.toml").read_text("utf-8"))["case"]
+#: Held-out ZT: collected blind after ZS, while the thirty-ninth and fortieth passes were written, audited
+#: against its sources; sealed (scored blind once by the lead after the fortieth pass).
+HELDOUT_ZT = tomllib.loads((DATA / "heldout-zt.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -234,7 +240,9 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zo-", HELDOUT_ZO, 30),
                                  ("zp-", HELDOUT_ZP, 44),
                                  ("zq-", HELDOUT_ZQ, 33),
-                                 ("zr-", HELDOUT_ZR, 47)):
+                                 ("zr-", HELDOUT_ZR, 47),
+                                 ("zs-", HELDOUT_ZS, 45),
+                                 ("zt-", HELDOUT_ZT, 43)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -282,7 +290,8 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-v", "heldout-w", "heldout-x",
                   "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
-                  "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr"):
+                  "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr", "heldout-zs",
+                  "heldout-zt"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
