@@ -109,7 +109,7 @@ LATER: dict[str, tuple[str, tuple[str, ...]]] = {
 #: The blind sets the logistic regression's choice on O to Z never saw (its design never read them; ZA was scored
 #: before it was chosen, the others after): each
 #: at the commit it was scored blind at, with a model trained on the splits read before it.  ZA, ZB and ZC were
-#: scored with the naive Bayes of their day, ZD to ZR with the logistic regression acting (each switched off
+#: scored with the naive Bayes of their day, ZD to ZT with the logistic regression acting (each switched off
 #: here).
 NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-za": ("f7a095a", _before("heldout-z")),
@@ -139,6 +139,9 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-zq": ("2eac1c0", _before("heldout-zo")),
     # ZR was scored blind at ad1f479 (its registration; the code after the thirty-ninth pass)
     "heldout-zr": ("ad1f479", _before("heldout-zq")),
+    # ZS and ZT were scored blind at 3fb9a6b (their registration; the code after the fortieth pass)
+    "heldout-zs": ("3fb9a6b", _before("heldout-zr")),
+    "heldout-zt": ("3fb9a6b", _before("heldout-zr")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
