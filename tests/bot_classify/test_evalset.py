@@ -174,6 +174,9 @@ HELDOUT_ZS = tomllib.loads((DATA / "heldout-zs.toml").read_text("utf-8"))["case"
 #: against its sources (48 kept), scored blind once by the lead after the fortieth pass (89.6 %) and then read by
 #: the forty-first: tuning data since (it has a decision floor below)
 HELDOUT_ZT = tomllib.loads((DATA / "heldout-zt.toml").read_text("utf-8"))["case"]
+#: Held-out ZU: collected blind after ZT while the forty-first pass was written, audited against its
+#: sources; sealed (scored blind once by the lead after the forty-first pass).
+HELDOUT_ZU = tomllib.loads((DATA / "heldout-zu.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -244,7 +247,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zq-", HELDOUT_ZQ, 33),
                                  ("zr-", HELDOUT_ZR, 47),
                                  ("zs-", HELDOUT_ZS, 45),
-                                 ("zt-", HELDOUT_ZT, 43)):
+                                 ("zt-", HELDOUT_ZT, 43),
+                                 ("zu-", HELDOUT_ZU, 40)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -293,7 +297,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
                   "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr", "heldout-zs",
-                  "heldout-zt"):
+                  "heldout-zt", "heldout-zu"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
