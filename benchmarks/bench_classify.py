@@ -86,7 +86,8 @@ def workloads(rng: random.Random) -> dict[str, list[tuple[JobFacts, bytes]]]:
                           "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
                           "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk",
                           "heldout-zl", "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp",
-                          "heldout-zq", "heldout-zr", "heldout-zs", "heldout-zt")
+                          "heldout-zq", "heldout-zr", "heldout-zs", "heldout-zt",
+                          "heldout-zu")
              for c in tomllib.loads((ROOT / f"tests/data/joblogs/{split}.toml").read_text("utf-8"))["case"]]
     base = build_output(rng, TAIL + 4096)
     realistic = []

@@ -175,7 +175,8 @@ HELDOUT_ZS = tomllib.loads((DATA / "heldout-zs.toml").read_text("utf-8"))["case"
 #: the forty-first: tuning data since (it has a decision floor below)
 HELDOUT_ZT = tomllib.loads((DATA / "heldout-zt.toml").read_text("utf-8"))["case"]
 #: Held-out ZU: collected blind after ZT while the forty-first pass was written, audited against its
-#: sources; sealed (scored blind once by the lead after the forty-first pass).
+#: sources (45 kept), scored blind once by the lead after the forty-first pass (82.2 %) and then read by the
+#: forty-second: tuning data since (it has a decision floor below)
 HELDOUT_ZU = tomllib.loads((DATA / "heldout-zu.toml").read_text("utf-8"))["case"]
 
 
@@ -393,6 +394,9 @@ def test_score_script_runs_on_every_split(capsys):
 #: forty-first pass (docs/taxonomy.md, "Forty-first pass"): a Go 'fatal error: out of memory' and a Java
 #: 'OutOfMemoryError' that were a 32-bit toolchain's or JDK's address-space limit, not the machine's memory (the same
 #: runtime lines are real OOM kills in most jobs), so its cap entry holds it at 2 of 50; none may be added.
+#: ZU was scored blind once after the forty-first pass (82.2 % with 2 wasted re-runs) and read by the forty-second,
+#: which reached 42/45 (in-sample, its cases also train the learned fallback since): its floor is one case less
+#: (41/45). It keeps no wasted re-run.
 DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
                    "heldout-d": 0.97, "heldout-e": 0.978, "heldout-f": 0.967, "heldout-g": 0.89, "heldout-i": 0.904,
                    "heldout-j": 0.977, "heldout-k": 0.958, "heldout-l": 0.965, "heldout-m": 0.924, "heldout-n": 0.843,
@@ -406,7 +410,7 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
                    "heldout-zj": 0.911, "heldout-zk": 0.769, "heldout-zl": 0.931,
                    "heldout-zm": 0.955, "heldout-zn": 0.933, "heldout-zo": 0.942,
                    "heldout-zp": 0.877, "heldout-zq": 0.891, "heldout-zr": 0.942,
-                   "heldout-zs": 0.9, "heldout-zt": 0.937}
+                   "heldout-zs": 0.9, "heldout-zt": 0.937, "heldout-zu": 0.911}
 #: Deterministic re-runs allowed per split (3.5 per 100 unless listed). N keeps 3 of 83 (3.6 per 100), each a
 #: documented miss of the fifteenth pass (docs/taxonomy.md, "Fifteenth pass"): a DNS failure and a clone
 #: time-out labelled configuration after their maintainers (the same texts are transient in other splits and
