@@ -109,7 +109,7 @@ LATER: dict[str, tuple[str, tuple[str, ...]]] = {
 #: The blind sets the logistic regression's choice on O to Z never saw (its design never read them; ZA was scored
 #: before it was chosen, the others after): each
 #: at the commit it was scored blind at, with a model trained on the splits read before it.  ZA, ZB and ZC were
-#: scored with the naive Bayes of their day, ZD to ZT with the logistic regression acting (each switched off
+#: scored with the naive Bayes of their day, ZD to ZU with the logistic regression acting (each switched off
 #: here).
 NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-za": ("f7a095a", _before("heldout-z")),
@@ -142,6 +142,8 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     # ZS and ZT were scored blind at 3fb9a6b (their registration; the code after the fortieth pass)
     "heldout-zs": ("3fb9a6b", _before("heldout-zr")),
     "heldout-zt": ("3fb9a6b", _before("heldout-zr")),
+    # ZU was scored blind at bf92aa8 (its registration; the code after the forty-first pass)
+    "heldout-zu": ("bf92aa8", _before("heldout-zt")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
