@@ -7,7 +7,7 @@ Prints numbers; asserts nothing.  Usage::
 
 Workloads (each trace is exactly 256 KiB, the tail the bot reads):
 
-* ``realistic``: each real excerpt of ``tests/data/joblogs/{cases,tuning,heldout-a,...,heldout-z}.toml`` at the end of ~256 KiB of
+* ``realistic``: each real excerpt of the read splits (``retry_bot.classify.train.READ_SPLITS``) at the end of ~256 KiB of
   synthetic build output (coloured CMake progress, compiler warnings, passing tests, GitLab section
   markers, a few carriage-return progress bars);
 * ``no-match``: the same build output ending in a plain ``exit code 1`` (every stage scans its whole
@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from retry_bot.classify import classify, load_taxonomy  # noqa: E402
+from retry_bot.classify.train import READ_SPLITS  # noqa: E402
 from retry_bot.model import JobFacts  # noqa: E402
 
 TAIL = 256 * 1024
@@ -78,16 +79,8 @@ def build_output(rng: random.Random, size: int) -> bytes:
 
 
 def workloads(rng: random.Random) -> dict[str, list[tuple[JobFacts, bytes]]]:
-    cases = [c for split in ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e",
-                          "heldout-f", "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k",
-                          "heldout-l", "heldout-m", "heldout-n", "heldout-o", "heldout-p", "heldout-q",
-                          "heldout-r", "heldout-s", "heldout-t", "heldout-u", "heldout-v", "heldout-w",
-                          "heldout-x", "heldout-y", "heldout-z", "heldout-za", "heldout-zb",
-                          "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
-                          "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk",
-                          "heldout-zl", "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp",
-                          "heldout-zq", "heldout-zr", "heldout-zs", "heldout-zt",
-                          "heldout-zu")
+    # every read split (the list the learned fallback trains on); a sealed blind split is never opened
+    cases = [c for split in READ_SPLITS
              for c in tomllib.loads((ROOT / f"tests/data/joblogs/{split}.toml").read_text("utf-8"))["case"]]
     base = build_output(rng, TAIL + 4096)
     realistic = []

@@ -17,8 +17,8 @@ probability and posterior (``repr`` of the floats).  Inputs:
 * the traces of its two real-output workloads (``real-no-match``, and every labelled excerpt of
   :data:`REAL_SPLITS` behind the real build output).
 
-Splits added after b8b150b are read only behind the real build output (:data:`REAL_SPLITS`, the read
-splits L, M, N, O, P, Q, R, S, T, U, V, W, X, Y, Z, ZA, ZB, ZC, ZD, ZE, ZF, ZG, ZH, ZI, ZJ, ZK, ZL, ZM, ZN, ZO, ZP, ZQ, ZR, ZS, ZT and ZU); a sealed blind set (the next one, ``heldout-zv``) is never opened: only the files named in
+Splits added after b8b150b are read only behind the real build output (:data:`REAL_SPLITS`, every read
+split); a sealed blind set is never opened: only the files named in
 :data:`SPLITS` and :data:`REAL_SPLITS` are read.  Usage::
 
     .venv/bin/python benchmarks/verdict_dump.py > /tmp/before.txt   # then compare with diff
@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import bench_classify, score_classify, score_redteam  # noqa: E402
 from retry_bot.classify import classify, learned, load_taxonomy  # noqa: E402
+from retry_bot.classify.train import READ_SPLITS  # noqa: E402
 from retry_bot.model import JobFacts  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "joblogs"
@@ -54,17 +55,10 @@ FAR_LINES = (b"g++: fatal error: Killed signal terminated program cc1plus",
 
 #: The splits ``bench_classify.py``'s realistic workload read at b8b150b.
 BENCH_SPLITS = SPLITS[:-1]
-#: The splits behind ``bench_classify.py``'s ``real-realistic`` workload (its realistic list since
-#: heldout-m; heldout-n since the fifteenth pass read it, heldout-o and heldout-p since the sixteenth, heldout-q since the
-#: seventeenth, heldout-r since the eighteenth, heldout-s since the nineteenth, heldout-t since the twentieth, heldout-u since the twenty-first, heldout-v since the twenty-second, heldout-w since the twenty-third, heldout-x since the twenty-fourth, heldout-y since the twenty-fifth, heldout-z since the twenty-sixth, heldout-za since the twenty-seventh, heldout-zb since the twenty-eighth, heldout-zc since the twenty-ninth, heldout-zd since the thirtieth, heldout-ze since the thirty-first, heldout-zf since the thirty-second, heldout-zg since the thirty-third, heldout-zh and heldout-zi since the thirty-fourth, heldout-zj and heldout-zk since the thirty-fifth, heldout-zl since the thirty-sixth, heldout-zm since the thirty-seventh, heldout-zn and heldout-zo since the thirty-eighth, heldout-zp and heldout-zq since the thirty-ninth, heldout-zr since the fortieth, heldout-zs and heldout-zt since the forty-first, heldout-zu since the forty-second); a sealed blind split (``heldout-zv`` and later) is not among
-#: them and is never opened.
-REAL_SPLITS = SPLITS + ("heldout-l", "heldout-m", "heldout-n", "heldout-o", "heldout-p", "heldout-q", "heldout-r",
-                        "heldout-s", "heldout-t", "heldout-u", "heldout-v", "heldout-w", "heldout-x",
-                        "heldout-y", "heldout-z", "heldout-za", "heldout-zb",
-                        "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
-                        "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk",
-                        "heldout-zl", "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr",
-                        "heldout-zs", "heldout-zt", "heldout-zu")
+#: The splits behind ``bench_classify.py``'s ``real-realistic`` workload: every read split, in the order they were
+#: read (``READ_SPLITS``, the list the learned fallback trains on and each pass extends); a sealed blind split is
+#: not among them and is never opened.
+REAL_SPLITS = READ_SPLITS
 _posteriors: list[str] = []
 _predict = learned.LearnedModel.predict
 
