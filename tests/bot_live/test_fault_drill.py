@@ -103,10 +103,17 @@ def test_admin_fault_drill_sigkill_loses_and_doubles_nothing(tmp_path):
                                      env=env, stdout=out, stderr=out, cwd=ROOT))
 
         def settled() -> bool:
+            # GitLab's side alone can settle before the restarted bot is even up (the killed bot's
+            # other writes went out in parallel with the held one), so wait for the bot's side too:
+            # the restarted bot closed the intent the kill left open. (Without this, the SIGTERM
+            # below could reach a bot still importing, before it sets its handlers: exit -15.)
             r = _run([*STANDIN, "check", "--format", "json"], env)
             rep = json.loads(r.stdout)
-            return (len(rep["retried"]) == 3 and len(rep["recreated"]) == 2 and rep["running_or_pending"] == 0
-                    and not rep["failed_without_follow_up"])
+            if not (len(rep["retried"]) == 3 and len(rep["recreated"]) == 2 and rep["running_or_pending"] == 0
+                    and not rep["failed_without_follow_up"]):
+                return False
+            bot_side = _run([*BOT, "state", "check", "--state", state, "--format", "json"], env)
+            return bot_side.returncode == 0 and not json.loads(bot_side.stdout)["open_intents"]
         _wait(settled, 60, "every failed job followed up", log)
         time.sleep(1.5)                                   # a few more cycles: nothing more may happen
         bots[1].send_signal(signal.SIGTERM)
