@@ -113,7 +113,10 @@ threads about native toolchains and their build drivers, embedded and cross buil
 after its audit, no GitLab), audited against its sources: sealed, scored blind once after the forty-second pass;
 ``heldout-zw`` = collected the same way beside ZV, searching mainly GitHub threads about data and machine-learning
 builds, less common language ecosystems, reproducible-build systems and GitLab CI jobs (32 cases after its audit, 2
-GitLab), audited against its sources: sealed, scored blind once after the forty-second pass):
+GitLab), audited against its sources: sealed, scored blind once after the forty-second pass; ``heldout-zx`` =
+collected the same way beside ZV and ZW, searching mainly GitHub threads about GitLab's own CI machinery, security and
+quality scanners, documentation and site builds and machine-image and VM tooling (33 cases after its audit, 1 GitLab),
+audited against its sources: sealed, scored blind once after the forty-second pass):
 
 * right decision: the shipped default policy (``retry_bot.policy.default_policy``) with the memory
   limit in force known (``KUBERNETES_MEMORY_LIMIT=4Gi`` in the job's variables, as in
@@ -130,7 +133,8 @@ Usage::
     .venv/bin/python benchmarks/score_classify.py [--split heldout-f] [--misses]
 
 Without ``--split`` every split is scored but those in ``SEALED``, which are scored only when named.
-``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-zv``, ``heldout-zw``) unless
+``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-zv``, ``heldout-zw``,
+``heldout-zx``) unless
 ``--i-am-done-tuning`` is given: a held-out split is only honest if its cases never guide a rule.
 """
 
@@ -186,7 +190,8 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
           "heldout-zt": DATA / "heldout-zt.toml",
           "heldout-zu": DATA / "heldout-zu.toml",
           "heldout-zv": DATA / "heldout-zv.toml",
-          "heldout-zw": DATA / "heldout-zw.toml"}
+          "heldout-zw": DATA / "heldout-zw.toml",
+          "heldout-zx": DATA / "heldout-zx.toml"}
 #: Splits whose per-case misses must not be read while rules are being written (held-out B, scored
 #: once at 20a0100, C, scored once at a16d87a, D, scored once at 5c6641f, and E, scored before and
 #: after the fourth pass, were read afterwards: they are tuning data since; F, G and H, collected
@@ -256,8 +261,9 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
 #: audited (45 kept), was scored blind once after the forty-first pass (bf92aa8: 82.2 %) and then read by the
 #: forty-second: tuning data since; ZV, collected blind after ZU (after the forty-second pass), audited (33
 #: kept): sealed, scored blind once after the forty-second pass; ZW, collected blind beside ZV, audited (32 kept):
+#: sealed, scored blind once after the forty-second pass; ZX, collected blind beside ZV and ZW, audited (33 kept):
 #: sealed, scored blind once after the forty-second pass.
-SEALED: set[str] = {"heldout-zv", "heldout-zw"}
+SEALED: set[str] = {"heldout-zv", "heldout-zw", "heldout-zx"}
 #: The memory limit in force for every scored job (the bot knows it in production from the job's
 #: variables or its usage record); without it the decision could not size a resize.
 LIMIT = "4Gi"

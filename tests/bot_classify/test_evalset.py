@@ -184,6 +184,9 @@ HELDOUT_ZV = tomllib.loads((DATA / "heldout-zv.toml").read_text("utf-8"))["case"
 #: Held-out ZW: collected blind after ZU (after the forty-second pass, beside ZV) by a collector who read no rule,
 #: audited against its sources; sealed (scored blind once by the lead after the forty-second pass).
 HELDOUT_ZW = tomllib.loads((DATA / "heldout-zw.toml").read_text("utf-8"))["case"]
+#: Held-out ZX: collected blind after ZU (after the forty-second pass, beside ZV and ZW) by a collector who read no
+#: rule, audited against its sources; sealed (scored blind once by the lead after the forty-second pass).
+HELDOUT_ZX = tomllib.loads((DATA / "heldout-zx.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -257,7 +260,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zt-", HELDOUT_ZT, 43),
                                  ("zu-", HELDOUT_ZU, 40),
                                  ("zv-", HELDOUT_ZV, 30),
-                                 ("zw-", HELDOUT_ZW, 29)):
+                                 ("zw-", HELDOUT_ZW, 29),
+                                 ("zx-", HELDOUT_ZX, 30)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -306,7 +310,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
                   "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr", "heldout-zs",
-                  "heldout-zt", "heldout-zu", "heldout-zv", "heldout-zw"):
+                  "heldout-zt", "heldout-zu", "heldout-zv", "heldout-zw", "heldout-zx"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
