@@ -459,12 +459,13 @@ class Poller:
                       note="deciding without exitCode/retried/manualJob; run `retry-bot doctor` to see which "
                            "GitLab versions the bot supports")
             details = {}
-        if details.get("manualJob") and self.store.origin_of(jid) == jid and self._copy_pending(proj.id, job):
-            # Most likely the copy of a resize whose last step (the play's answer) is still open:
-            # it joins its lineage when that intent completes; judging it now would start a
-            # second lineage.  Not decided: looked at again next cycle.
-            log.info("job_deferred", job_url=job.get("web_url"), job_id=jid,
-                     reason="a manual job of the same name has a re-creation still in flight")
+        pending = self._copy_pending(proj.id, job, manual=bool(details.get("manualJob"))) \
+            if self.store.origin_of(jid) == jid else None
+        if pending is not None:
+            # Most likely the copy an open intent created (its answer lost, its observation not
+            # done yet): it joins that lineage when the intent completes; judging it now would
+            # start a second lineage with a fresh budget.  Not decided: looked at again next cycle.
+            log.info("job_deferred", job_url=job.get("web_url"), job_id=jid, reason=pending)
             return None
         tail = read("tail", lambda: self.client.trace_tail(proj.id, jid, self.settings.trace_tail_bytes))
         facts = facts_from_job_json(job, details, project_id=proj.id, project_path=proj.path)
@@ -720,14 +721,30 @@ class Poller:
 
     # ------------------------------------------------------------------ helpers
 
-    def _copy_pending(self, project_id: int, job: Mapping[str, Any]) -> bool:
-        """An open resize intent re-creates a job of this name in this project."""
+    def _copy_pending(self, project_id: int, job: Mapping[str, Any], *, manual: bool) -> str | None:
+        """Why ``job`` may be the copy an open intent created, or ``None``.
+
+        * a manual job, and an open resize intent re-creates a job of this name in this
+          project (the play's answer may still be open);
+        * an open retry (REST ``retry`` or GraphQL ``jobRetry``) of an earlier job of this
+          name in this pipeline: GitLab puts the retried copy in the job's own pipeline,
+          under its name, with a higher id (``Ci::RetryJobService`` clones the build), so a
+          copy that failed before the bot learnt its id looks exactly like this.
+        """
+        jid = int(job["id"])
+        pipeline_id = (job.get("pipeline") or {}).get("id")
         for intent in self.store.open_intents():
             payload = intent.payload or {}
-            if payload.get("kind") == RequestKind.RESIZE and payload.get("project_id") == project_id \
-                    and payload.get("job_name") == job.get("name") and payload.get("job_id") != int(job["id"]):
-                return True
-        return False
+            if payload.get("project_id") != project_id or payload.get("job_name") != job.get("name"):
+                continue
+            kind = payload.get("kind")
+            if manual and kind == RequestKind.RESIZE and payload.get("job_id") != jid:
+                return "a manual job of the same name has a re-creation still in flight"
+            if kind in (RequestKind.RETRY, RequestKind.JOB_RETRY) and pipeline_id is not None \
+                    and payload.get("pipeline_id") == pipeline_id and int(payload.get("job_id") or 0) < jid:
+                return (f"a retry of job {payload.get('job_id')} (same name, same pipeline) is still in flight: "
+                        "this job may be its copy")
+        return None
 
     def _record_dry_run(self, jid: int, decision: Mapping[str, Any]) -> None:
         """Keep a dry-run decision where ``retry-bot history`` finds it (the store's dry-run decisions).

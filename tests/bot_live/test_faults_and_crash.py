@@ -44,7 +44,10 @@ def test_with_20_percent_of_api_calls_failing_every_job_is_decided_exactly_once(
         fail_five_jobs_in_two_projects(farm)
         f = farm.standin.faults
         f.reseed(int(os.environ.get("FARM_SEED", "4")))
-        # after GitLab acted: the answer is lost, replaced by a 502, or arrives too late
+        # after GitLab acted: the answer is lost, replaced by a 502, or arrives too late (the first write's
+        # answer always: the random draws below depend on how many requests come first, i.e. on timing,
+        # and some interleavings gave no write a lost answer at all)
+        f.add(Fault("drop", method="POST", phase="after", plan=[True]))
         f.add(Fault("status", method="POST", phase="after", status=502, probability=0.08))
         f.add(Fault("drop", method="POST", phase="after", probability=0.06))
         f.add(Fault("slow", method="POST", phase="after", delay=2.5, probability=0.04))
@@ -190,4 +193,49 @@ def test_sigterm_finishes_the_write_in_flight_then_exits(tmp_path):
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait(5)
+        farm.close()
+
+
+def test_a_failed_copy_of_a_retry_whose_answer_was_lost_waits_for_its_lineage(tmp_path):
+    """GitLab retried the job, its answer was lost, and the copy failed before the bot could
+    observe the retry (the pipeline's job list failing that cycle): the copy is not judged as a
+    new origin with a fresh budget (which re-ran it once more than the policy allows and later
+    broke the intent's completion: "job N already belongs to the lineage of job N"); it waits,
+    then joins its lineage when the intent completes and is judged there."""
+    farm = Farm({"dns": flaky_dns(2)})
+    bot = None
+    try:
+        farm.add_project("grp/c", {"dns": {"stage": "build", "tags": ["small"], "script": ["x"]}})
+        farm.standin.create_pipeline("grp/c")
+        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
+        (origin,) = [j.id for j in farm.standin.jobs()]
+        f = farm.standin.faults
+        f.add(Fault("drop", method="POST", path=r"/retry$", phase="after", plan=[True]))  # GitLab acts, no answer
+        bot = make_bot(farm, tmp_path, ["grp/c"], settle=60.0)
+        bot.once()
+        assert farm.standin.wait_for(lambda: any(j.retry_of == origin and j.status == "failed"
+                                                 for j in farm.standin.jobs()), timeout=15)
+        (copy,) = [j.id for j in farm.standin.jobs() if j.retry_of == origin]
+        assert bot.store.open_intents(), "the lost answer must leave the retry's intent open"
+
+        blocked = f.add(Fault("status", method="GET", path=r"/pipelines/\d+/jobs$", status=503))
+        bot.once()  # the intent cannot observe the copy; the copy is listed as a new failed job
+        rec = bot.store.get_job(copy)
+        assert rec is None or not rec.decided, "the copy was judged before its lineage was known"
+        assert not any(j.retry_of == copy for j in farm.standin.jobs())
+        f.remove(blocked)
+
+        def settled() -> bool:
+            rec = bot.store.get_job(copy)
+            return not bot.store.open_intents() and rec is not None and rec.decided
+        assert cycle_until(bot, settled, timeout=20)
+        assert bot.store.origin_of(copy) == origin
+        # its lineage's infrastructure budget (1 retry) is spent: the copy is left alone
+        assert not any(j.retry_of == copy for j in farm.standin.jobs())
+        assert not bot.once().errors
+        decided = [e for e in bot.store.history(copy) if e["kind"] == "decided" and e["job_id"] == copy]
+        assert len(decided) == 1 and decided[0]["data"]["action"] == "none", decided
+    finally:
+        if bot is not None:
+            bot.close()
         farm.close()

@@ -254,8 +254,9 @@ def test_slow_gitlab_reads_overlap(farm, tmp_path):
         bot.once()
         took = time.monotonic() - t0
         assert len(list(bot.store.jobs())) == 6 and all(r.decided for r in bot.store.jobs())
-        # 12 slow reads one at a time would take 3.6 s; 4 in flight about 1 s
-        assert took < 2.5, took
+        # 12 slow reads one at a time would take 3.6 s; 4 in flight about 1.1 s here (3.0: room for a slower,
+        # loaded CI machine, still well under the serial time)
+        assert took < 3.0, took
     finally:
         bot.close()
 
