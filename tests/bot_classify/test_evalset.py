@@ -179,13 +179,16 @@ HELDOUT_ZT = tomllib.loads((DATA / "heldout-zt.toml").read_text("utf-8"))["case"
 #: forty-second: tuning data since (it has a decision floor below)
 HELDOUT_ZU = tomllib.loads((DATA / "heldout-zu.toml").read_text("utf-8"))["case"]
 #: Held-out ZV: collected blind after ZU (after the forty-second pass) by a collector who read no rule, audited against its
-#: sources; sealed (scored blind once by the lead after the forty-second pass).
+#: sources (33 kept), scored blind once by the lead after the forty-second pass (78.8 %) and then read by the
+#: forty-third: tuning data since (it has a decision floor below)
 HELDOUT_ZV = tomllib.loads((DATA / "heldout-zv.toml").read_text("utf-8"))["case"]
 #: Held-out ZW: collected blind after ZU (after the forty-second pass, beside ZV) by a collector who read no rule,
-#: audited against its sources; sealed (scored blind once by the lead after the forty-second pass).
+#: audited against its sources (32 kept), scored blind once by the lead after the forty-second pass (78.1 %) and then
+#: read by the forty-third: tuning data since (it has a decision floor below)
 HELDOUT_ZW = tomllib.loads((DATA / "heldout-zw.toml").read_text("utf-8"))["case"]
 #: Held-out ZX: collected blind after ZU (after the forty-second pass, beside ZV and ZW) by a collector who read no
-#: rule, audited against its sources; sealed (scored blind once by the lead after the forty-second pass).
+#: rule, audited against its sources (33 kept), scored blind once by the lead after the forty-second pass (78.8 %) and
+#: then read by the forty-third: tuning data since (it has a decision floor below)
 HELDOUT_ZX = tomllib.loads((DATA / "heldout-zx.toml").read_text("utf-8"))["case"]
 
 
@@ -409,6 +412,12 @@ def test_score_script_runs_on_every_split(capsys):
 #: ZU was scored blind once after the forty-first pass (82.2 % with 2 wasted re-runs) and read by the forty-second,
 #: which reached 42/45 (in-sample, its cases also train the learned fallback since): its floor is one case less
 #: (41/45). It keeps no wasted re-run.
+#: ZV, ZW and ZX were scored blind once after the forty-second pass (78.8 % with 2 wasted re-runs, 78.1 % with 5,
+#: 78.8 % with none) and read by the forty-third, which reached 29/33, 30/32 and 32/33 (in-sample, their cases also
+#: train the learned fallback since): their floors are one case less (28/33, 29/32, 31/33). ZW and ZX keep no wasted
+#: re-run. ZV keeps 1, a documented miss of the forty-third pass (docs/taxonomy.md, "Forty-third pass"): a rustc UI
+#: test whose deliberate allocation failure was SIGKILLed on one platform (label only ambiguous; a bare 'signal: 9
+#: (SIGKILL)' is an OOM kill in most jobs), so its cap entry holds it at 1 of 33; none may be added.
 DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
                    "heldout-d": 0.97, "heldout-e": 0.978, "heldout-f": 0.967, "heldout-g": 0.89, "heldout-i": 0.904,
                    "heldout-j": 0.977, "heldout-k": 0.958, "heldout-l": 0.965, "heldout-m": 0.924, "heldout-n": 0.843,
@@ -422,7 +431,8 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
                    "heldout-zj": 0.911, "heldout-zk": 0.769, "heldout-zl": 0.931,
                    "heldout-zm": 0.955, "heldout-zn": 0.933, "heldout-zo": 0.942,
                    "heldout-zp": 0.877, "heldout-zq": 0.891, "heldout-zr": 0.942,
-                   "heldout-zs": 0.9, "heldout-zt": 0.937, "heldout-zu": 0.911}
+                   "heldout-zs": 0.9, "heldout-zt": 0.937, "heldout-zu": 0.911,
+                   "heldout-zv": 0.848, "heldout-zw": 0.906, "heldout-zx": 0.939}
 #: Deterministic re-runs allowed per split (3.5 per 100 unless listed). N keeps 3 of 83 (3.6 per 100), each a
 #: documented miss of the fifteenth pass (docs/taxonomy.md, "Fifteenth pass"): a DNS failure and a clone
 #: time-out labelled configuration after their maintainers (the same texts are transient in other splits and
@@ -442,7 +452,7 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
 #: None may be added.
 WASTED_CAPS = {"heldout-n": 3 / 83, "heldout-t": 4 / 68, "heldout-v": 3 / 59, "heldout-x": 3 / 69, "heldout-zj": 1 / 45,
                "heldout-zl": 1 / 44, "heldout-zp": 2 / 49, "heldout-zq": 2 / 37,
-               "heldout-zr": 1 / 52, "heldout-zs": 2 / 50}
+               "heldout-zr": 1 / 52, "heldout-zs": 2 / 50, "heldout-zv": 1 / 33}
 
 
 def test_every_split_keeps_its_decision_floor(taxonomy):

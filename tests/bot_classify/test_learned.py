@@ -31,7 +31,7 @@ DATA = ROOT / "tests" / "data" / "joblogs"
 NONE = Structure()
 #: The blind splits not yet read, which may neither train the model nor be loaded by eval_learned (the next one is
 #: being collected; the lead adds its file when it lands, this refusal needs no file).
-UNSEEN: tuple[str, ...] = ("heldout-zv", "heldout-zw", "heldout-zx", "heldout-zy")
+UNSEEN: tuple[str, ...] = ("heldout-zy", "heldout-zz")
 
 
 # ------------------------------------------------------------------ words and masking
@@ -137,9 +137,10 @@ def test_shipped_artifact_is_what_the_training_script_produces(tmp_path):
     assert out.read_text("utf-8") == shipped, "regenerate: python -m retry_bot.classify.train --out retry_bot/classify/learned_model.json"
     data = json.loads(shipped)
     # the vocabulary grows with the read splits (min_df 2): 399,342 characters with cases to Y, 407,559 with Z
-    # (twenty-sixth pass, naive Bayes), 379,742 as a logistic regression (twenty-seventh pass, same features);
-    # the bound stays a sanity check on the artifact's size, not a tuning knob
-    assert data["trained_on"] == list(READ_SPLITS) and len(shipped) < 500_000
+    # (twenty-sixth pass, naive Bayes), 379,742 as a logistic regression (twenty-seventh pass, same features),
+    # 505,424 with cases to ZX (forty-third pass: the bound, 500,000 until then, raised to 600,000 for the
+    # vocabulary's growth alone); the bound stays a sanity check on the artifact's size, not a tuning knob
+    assert data["trained_on"] == list(READ_SPLITS) and len(shipped) < 600_000
     assert data["format"] == MODEL_FORMAT == 3 and data["options"] == dict(DEFAULT_OPTIONS)
     assert default_model().version == data["version"]
 
