@@ -144,6 +144,11 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-zt": ("3fb9a6b", _before("heldout-zr")),
     # ZU was scored blind at bf92aa8 (its registration; the code after the forty-first pass)
     "heldout-zu": ("bf92aa8", _before("heldout-zt")),
+    # ZV, ZW and ZX were scored blind at b59b5b4, c69c751 and 4d95faf (their registrations; the code after the
+    # forty-second pass)
+    "heldout-zv": ("b59b5b4", _before("heldout-zu")),
+    "heldout-zw": ("c69c751", _before("heldout-zu")),
+    "heldout-zx": ("4d95faf", _before("heldout-zu")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
