@@ -272,24 +272,27 @@ def score(cases: list[dict[str, Any]], olds: Mapping[str, Mapping[str, Any]], mo
     return s
 
 
-def acting_policy(oom: bool = True, infrastructure: bool = True, oom_min_probability: float | None = None):
+def acting_policy(oom: bool = True, infrastructure: bool = True, oom_min_probability: float | None = None,
+                  infrastructure_min_probability: float | None = None):
     """The shipped policy, with learned oom / infrastructure verdicts acting as the issue's cautious
-    treatment would have them (one resize, one retry) or not at all (``False``); ``oom_min_probability``:
-    the oom resize only when the model is at least that sure (the policy's ``min_probability``; ``None``:
-    at any probability the fallback speaks at).  ``acting_policy(False, False)`` is the baseline every trade
-    is counted against: the rules alone decide (the shipped policy until session 24).  The shipped policy
-    is now ``acting_policy(True, True, 0.9)``: learned infrastructure verdicts retried once (since session
-    24) and learned oom verdicts resized once when their probability is at least 0.9 (the pre-registered
-    bar met on O to ZF: 9 fixed, 2 spoiled replayed here, 3 with the probability read to two decimals
-    from the evidence, as the decision was first measured)."""
+    treatment would have them (one resize, one retry) or not at all (``False``); ``oom_min_probability`` and
+    ``infrastructure_min_probability``: act only when the model is at least that sure (the policy's
+    ``min_probability``; ``None``: at any probability the fallback speaks at).  ``acting_policy(False, False)``
+    is the baseline every trade is counted against: the rules alone decide (the shipped policy until session
+    24).  The shipped policy is now ``acting_policy(True, True, 0.9, 0.8)``: learned infrastructure verdicts
+    retried once (since session 24; from p >= 0.8 since session 28, the 3:1 bar applied per band of
+    probability) and learned oom verdicts resized once when their probability is at least 0.9 (the
+    pre-registered bar met on O to ZF: 9 fixed, 2 spoiled replayed here, 3 with the probability read to two
+    decimals from the evidence, as the decision was first measured)."""
     from retry_bot.policy.model import Action as PAction, RuleUpdate
 
     p = default_policy()
     cats = dict(p.categories)
     cats["learned_oom"] = (RuleUpdate(action=PAction.RESIZE, budget=1, min_probability=oom_min_probability)
                            if oom else RuleUpdate(action=PAction.NONE))
-    cats["learned_infrastructure"] = (RuleUpdate(action=PAction.RETRY, budget=1) if infrastructure
-                                      else RuleUpdate(action=PAction.NONE))
+    cats["learned_infrastructure"] = (RuleUpdate(action=PAction.RETRY, budget=1,
+                                                 min_probability=infrastructure_min_probability)
+                                      if infrastructure else RuleUpdate(action=PAction.NONE))
     return replace(p, categories=cats)
 
 
@@ -319,10 +322,13 @@ class Trade:
 
 
 #: The learned verdicts a policy may let act, compared with the rules alone deciding (learned verdicts acting on
-#: none; the shipped policy acts on the infrastructure ones since session 24, and on the oom ones at p >= 0.9
-#: since then: "shipped").
+#: none; the shipped policy acts on the infrastructure ones since session 24, from p >= 0.8 since session 28, and
+#: on the oom ones at p >= 0.9 since session 25: "shipped").
 VARIANTS = {"oom only": (True, False), "infrastructure only": (False, True), "oom and infrastructure": (True, True),
-            "oom p >= 0.9 only": (True, False, 0.9), "shipped (oom p >= 0.9, infra)": (True, True, 0.9)}
+            "oom p >= 0.9 only": (True, False, 0.9), "infrastructure p >= 0.8 only": (False, True, None, 0.8),
+            "oom p >= 0.9, infra (any p)": (True, True, 0.9), "oom p >= 0.9, infra p >= 0.7": (True, True, 0.9, 0.7),
+            "shipped (oom p >= 0.9, infra p >= 0.8)": (True, True, 0.9, 0.8),
+            "oom p >= 0.9, infra p >= 0.9": (True, True, 0.9, 0.9)}
 
 
 def model_for(splits: tuple[str, ...], options: Mapping[str, Any]) -> LearnedModel:

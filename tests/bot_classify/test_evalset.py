@@ -418,6 +418,10 @@ def test_score_script_runs_on_every_split(capsys):
 #: re-run. ZV keeps 1, a documented miss of the forty-third pass (docs/taxonomy.md, "Forty-third pass"): a rustc UI
 #: test whose deliberate allocation failure was SIGKILLed on one platform (label only ambiguous; a bare 'signal: 9
 #: (SIGKILL)' is an OOM kill in most jobs), so its cap entry holds it at 1 of 33; none may be added.
+#: Session 28's floor on learned infrastructure retries (p >= 0.8, config/policy.toml) costs 11 retries in-sample
+#: (the model was trained on these cases, so in-sample it is right where it speaks: no evidence either way; the
+#: floor was set on the causal replay, docs/taxonomy.md "The learned infrastructure retry's floor"): ZG's floor
+#: moves from 55/59 to 54/59; every other split stays at or above its floor.
 DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b": 0.92, "heldout-c": 0.95,
                    "heldout-d": 0.97, "heldout-e": 0.978, "heldout-f": 0.967, "heldout-g": 0.89, "heldout-i": 0.904,
                    "heldout-j": 0.977, "heldout-k": 0.958, "heldout-l": 0.965, "heldout-m": 0.924, "heldout-n": 0.843,
@@ -427,7 +431,7 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
                    "heldout-y": 0.852, "heldout-z": 0.874, "heldout-za": 0.916,
                    "heldout-zb": 0.925, "heldout-zc": 0.913,
                    "heldout-zd": 0.926, "heldout-ze": 0.967, "heldout-zf": 0.934,
-                   "heldout-zg": 0.932, "heldout-zh": 0.98, "heldout-zi": 0.953,
+                   "heldout-zg": 0.915, "heldout-zh": 0.98, "heldout-zi": 0.953,
                    "heldout-zj": 0.911, "heldout-zk": 0.769, "heldout-zl": 0.931,
                    "heldout-zm": 0.955, "heldout-zn": 0.933, "heldout-zo": 0.942,
                    "heldout-zp": 0.877, "heldout-zq": 0.891, "heldout-zr": 0.942,

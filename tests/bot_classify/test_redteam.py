@@ -28,8 +28,10 @@ FLOORS = [("precision", 17, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 
 #: docs/taxonomy.md, "The learned fallback's precision"): on these probes, written to trap rules, the model names
 #: infrastructure for 13 of the actions set's configuration failures (a setup action's missing version, an
 #: artifact not found, a registry login without a password...) and 2 of the precision set's build failures, each
-#: re-run once.  Its figures, so that they cannot quietly grow.
-SHIPPED_FLOORS = [("precision", 19, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 13, 0)]
+#: re-run once.  Its figures, so that they cannot quietly grow.  Since session 28 it retries them only at p >= 0.8
+#: (the 3:1 bar applied per band of probability): the later retrains and that floor leave 1 of the precision set's
+#: and 2 of the actions set's re-run.
+SHIPPED_FLOORS = [("precision", 18, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 2, 0)]
 
 
 def _rules_only_policy():

@@ -52,9 +52,13 @@ def test_the_shipped_policy_resizes_learned_oom_verdicts_once_only_when_the_mode
     assert (learned_oom.action, learned_oom.budget, learned_oom.min_probability) == (Action.RESIZE, 1, 0.9)
     r = policy.resolve("oom", "learned_oom")
     assert r.rule.min_probability == 0.9 and r.min_probability_source == "categories.learned_oom"
-    # no other rule carries a floor: rules' verdicts carry no probability, and learned infrastructure acts as before
+    # no other rule carries a floor but learned infrastructure's (0.8 since session 28: the same 3:1 bar applied
+    # per band of probability): rules' verdicts carry no probability
     assert all(rule.min_probability == 0.0 for rule in policy.families.values())
-    assert [c for c, u in policy.categories.items() if u.min_probability is not None] == ["learned_oom"]
+    floors = {c: u.min_probability for c, u in policy.categories.items() if u.min_probability is not None}
+    assert floors == {"learned_oom": 0.9, "learned_infrastructure": 0.8}
+    r = policy.resolve("infrastructure", "learned_infrastructure")
+    assert r.rule.min_probability == 0.8 and r.min_probability_source == "categories.learned_infrastructure"
     assert "min_probability = 0.9" in CONFIG.read_text(encoding="utf-8")
 
 
