@@ -190,6 +190,12 @@ HELDOUT_ZW = tomllib.loads((DATA / "heldout-zw.toml").read_text("utf-8"))["case"
 #: rule, audited against its sources (33 kept), scored blind once by the lead after the forty-second pass (78.8 %) and
 #: then read by the forty-third: tuning data since (it has a decision floor below)
 HELDOUT_ZX = tomllib.loads((DATA / "heldout-zx.toml").read_text("utf-8"))["case"]
+#: Held-out ZY: collected blind after ZX, while the forty-third pass was written, by a collector who read no rule,
+#: audited against its sources; sealed (scored blind once by the lead after the forty-third pass).
+HELDOUT_ZY = tomllib.loads((DATA / "heldout-zy.toml").read_text("utf-8"))["case"]
+#: Held-out ZZ: collected blind beside ZY, while the forty-third pass was written, by a collector who read no rule,
+#: audited against its sources; sealed (scored blind once by the lead after the forty-third pass).
+HELDOUT_ZZ = tomllib.loads((DATA / "heldout-zz.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -264,7 +270,9 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zu-", HELDOUT_ZU, 40),
                                  ("zv-", HELDOUT_ZV, 30),
                                  ("zw-", HELDOUT_ZW, 29),
-                                 ("zx-", HELDOUT_ZX, 30)):
+                                 ("zx-", HELDOUT_ZX, 30),
+                                 ("zy-", HELDOUT_ZY, 40),
+                                 ("zz-", HELDOUT_ZZ, 45)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -313,7 +321,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
                   "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr", "heldout-zs",
-                  "heldout-zt", "heldout-zu", "heldout-zv", "heldout-zw", "heldout-zx"):
+                  "heldout-zt", "heldout-zu", "heldout-zv", "heldout-zw", "heldout-zx", "heldout-zy", "heldout-zz"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
