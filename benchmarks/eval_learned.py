@@ -403,13 +403,13 @@ def main(argv: list[str] | None = None) -> int:
     totals = {"blind sets D, E, I, J": {name: Trade() for name in VARIANTS},
               "supporting F, G, H": {name: Trade() for name in VARIANTS},
               "blind sets O to Z": {name: Trade() for name in VARIANTS},
-              "blind sets the model's choice never saw (ZA to ZE)": {name: Trade() for name in VARIANTS}}
+              "blind sets the model's choice never saw (ZA on, NEWER)": {name: Trade() for name in VARIANTS}}
     sets = [] if args.only_later else [(s, v, "blind sets D, E, I, J") for s, v in TEMPORAL.items()]
     if not args.no_supporting and not args.only_later:
         sets += [(s, v, "supporting F, G, H") for s, v in SUPPORTING.items()]
     if not args.no_later:
         sets += [(s, v, "blind sets O to Z") for s, v in LATER.items()]
-        sets += [(s, v, "blind sets the model's choice never saw (ZA to ZE)") for s, v in NEWER.items()]
+        sets += [(s, v, "blind sets the model's choice never saw (ZA on, NEWER)") for s, v in NEWER.items()]
     for split, (commit, before), group in sets:
         cases = load(split)
         olds = old_verdicts(commit, split)
