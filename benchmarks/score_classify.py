@@ -123,8 +123,8 @@ forty-third, so tuning data since; ``heldout-zy`` = collected the same way after
 being written, searching mainly GitHub threads about databases' and distributed systems' own CI, kernels and system software, and
 browsers and JavaScript engines (43 cases after its audit, 1 GitLab), and ``heldout-zz`` = collected beside it,
 about robotics builds, monorepo and remote-cache build tools, Windows-specific CI and smart-contract toolchains (49
-cases after its audit, no GitLab), both audited against their sources: sealed, scored blind once after the
-forty-third pass):
+cases after its audit, no GitLab), both audited against their sources, scored blind once after the forty-third pass
+(eb77e62: ZY 88.4 %, ZZ 85.7 %) and then read by the forty-fourth, so tuning data since):
 
 * right decision: the shipped default policy (``retry_bot.policy.default_policy``) with the memory
   limit in force known (``KUBERNETES_MEMORY_LIMIT=4Gi`` in the job's variables, as in
