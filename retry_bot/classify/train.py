@@ -56,8 +56,9 @@ __all__ = ["READ_SPLITS", "CLASSES", "DEFAULT_OPTIONS", "case_features", "load_s
 #: scored blind once after the thirty-eighth and read by the thirty-ninth, ZR scored blind once after the
 #: thirty-ninth and read by the fortieth, ZS and ZT scored blind once after the fortieth and read by the
 #: forty-first, ZU scored blind once after the forty-first and read by the forty-second, ZV, ZW and ZX scored blind
-#: once after the forty-second and read by the forty-third, so they train it too; any split collected later (ZY...)
-#: is not listed and may not train it.
+#: once after the forty-second and read by the forty-third, ZY and ZZ scored blind once after the forty-third and
+#: read by the forty-fourth, so they train it too; any split collected later (ZZA...) is not listed and may not
+#: train it.
 READ_SPLITS: tuple[str, ...] = ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e",
                                 "heldout-f", "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k",
                                 "heldout-l", "heldout-m", "heldout-n", "heldout-o", "heldout-p",
@@ -68,7 +69,7 @@ READ_SPLITS: tuple[str, ...] = ("cases", "tuning", "heldout-a", "heldout-b", "he
                                 "heldout-zj", "heldout-zk", "heldout-zl", "heldout-zm",
                                 "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr",
                                 "heldout-zs", "heldout-zt", "heldout-zu", "heldout-zv",
-                                "heldout-zw", "heldout-zx")
+                                "heldout-zw", "heldout-zx", "heldout-zy", "heldout-zz")
 #: The families the model may name: not ``canceled`` (GitLab's status says it) nor ``unknown``.
 CLASSES: tuple[str, ...] = ("oom", "timeout", "infrastructure", "build_error", "config_error")
 #: Digits kept in the artifact's weights (a regenerated artifact is byte-identical).
