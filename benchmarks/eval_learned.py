@@ -149,6 +149,10 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     "heldout-zv": ("b59b5b4", _before("heldout-zu")),
     "heldout-zw": ("c69c751", _before("heldout-zu")),
     "heldout-zx": ("4d95faf", _before("heldout-zu")),
+    # ZY and ZZ were scored blind at eb77e62 (their registration; the code after the forty-third pass, with the learned
+    # infrastructure retry from p >= 0.8)
+    "heldout-zy": ("eb77e62", _before("heldout-zx")),
+    "heldout-zz": ("eb77e62", _before("heldout-zx")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
