@@ -198,6 +198,9 @@ HELDOUT_ZY = tomllib.loads((DATA / "heldout-zy.toml").read_text("utf-8"))["case"
 #: audited against its sources (49 kept), scored blind once by the lead after the forty-third pass (85.7 %) and then
 #: read by the forty-fourth: tuning data since (it has a decision floor below)
 HELDOUT_ZZ = tomllib.loads((DATA / "heldout-zz.toml").read_text("utf-8"))["case"]
+#: Held-out ZZB: collected blind after ZZ, while the forty-fourth pass was written, by a collector who read no rule,
+#: audited against its sources; sealed (scored blind once by the lead after the forty-fourth pass).
+HELDOUT_ZZB = tomllib.loads((DATA / "heldout-zzb.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -274,7 +277,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zw-", HELDOUT_ZW, 29),
                                  ("zx-", HELDOUT_ZX, 30),
                                  ("zy-", HELDOUT_ZY, 40),
-                                 ("zz-", HELDOUT_ZZ, 45)):
+                                 ("zz-", HELDOUT_ZZ, 45),
+                                 ("zzb-", HELDOUT_ZZB, 26)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -323,7 +327,8 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-y", "heldout-z", "heldout-za", "heldout-zb", "heldout-zc", "heldout-zd", "heldout-ze", "heldout-zf",
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
                   "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr", "heldout-zs",
-                  "heldout-zt", "heldout-zu", "heldout-zv", "heldout-zw", "heldout-zx", "heldout-zy", "heldout-zz"):
+                  "heldout-zt", "heldout-zu", "heldout-zv", "heldout-zw", "heldout-zx", "heldout-zy", "heldout-zz",
+                  "heldout-zzb"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
