@@ -201,6 +201,9 @@ HELDOUT_ZZ = tomllib.loads((DATA / "heldout-zz.toml").read_text("utf-8"))["case"
 #: Held-out ZZB: collected blind after ZZ, while the forty-fourth pass was written, by a collector who read no rule,
 #: audited against its sources; sealed (scored blind once by the lead after the forty-fourth pass).
 HELDOUT_ZZB = tomllib.loads((DATA / "heldout-zzb.toml").read_text("utf-8"))["case"]
+#: Held-out ZZA: collected blind beside ZZB, while the forty-fourth pass was written, by a collector who read no rule,
+#: audited against its sources; sealed (scored blind once by the lead after the forty-fourth pass).
+HELDOUT_ZZA = tomllib.loads((DATA / "heldout-zza.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -278,7 +281,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zx-", HELDOUT_ZX, 30),
                                  ("zy-", HELDOUT_ZY, 40),
                                  ("zz-", HELDOUT_ZZ, 45),
-                                 ("zzb-", HELDOUT_ZZB, 26)):
+                                 ("zzb-", HELDOUT_ZZB, 26),
+                                 ("zza-", HELDOUT_ZZA, 29)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -328,7 +332,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
                   "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr", "heldout-zs",
                   "heldout-zt", "heldout-zu", "heldout-zv", "heldout-zw", "heldout-zx", "heldout-zy", "heldout-zz",
-                  "heldout-zzb"):
+                  "heldout-zzb", "heldout-zza"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
