@@ -324,6 +324,7 @@ class Bot:
             return 0
         watched = {p.id: p for p in (self.poller._projects or self.poller.projects())}
         handled = 0
+        self.poller.forget_open_intents()
         with self.poller.write_batch():
             for project_id, job_id, status in events:
                 if self._stop.is_set():

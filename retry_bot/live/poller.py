@@ -180,6 +180,12 @@ class Poller:
         self._scheduled: dict[str, ActionIntent] = {}
         #: The newest pipelines per (project, ref), read once per cycle for the superseded check.
         self._ref_pipelines: dict[tuple[int, str], list[Mapping[str, Any]]] = {}
+        #: The open intents' payloads, read once and kept until this poller begins an intent, a
+        #: cycle starts or a batch of webhook events is handled (:meth:`forget_open_intents`):
+        #: asked for nearly every new failed job (:meth:`_copy_pending`), and a burst may hold
+        #: thousands of intents waiting for their backoff.  An entry gone stale (its intent
+        #: completed meanwhile) can only defer a job until the next refresh, never judge one early.
+        self._open_payloads: list[Mapping[str, Any]] | None = None
         #: The writes of the jobs being decided now, sent by the action runner's write pool.
         self._batch: _WriteBatch | None = None
         actions.on_new_job = self._watch_new_job
@@ -235,6 +241,7 @@ class Poller:
         t0 = time.monotonic()
         report = CycleReport(started=self.clock())
         self._ref_pipelines = {}
+        self.forget_open_intents()
         try:
             projects = self.projects(report)
             report.projects = len(projects)
@@ -539,6 +546,7 @@ class Poller:
                     log.info("storm_probe", job_url=facts.web_url, job_id=jid, category=gate.category,
                              detail=gate.detail)
                 intent = self.actions.start(req)  # committed before the decision: a crash in between re-decides
+                self.forget_open_intents()
         dec = decision.to_dict()
         dec.update(job_url=facts.web_url, dry_run=dry, classification_rule=classification.rule,
                    evidence=list(classification.evidence)[:5])
@@ -688,6 +696,7 @@ class Poller:
                 held = queue.pop(0)
                 req = ActionRequest.from_payload(held.payload)
                 intent = self.actions.start(req)  # idempotent by key
+                self.forget_open_intents()
                 self.store.release_held([held.idempotency_key])
                 changed = True
                 self._save_storm()
@@ -706,6 +715,7 @@ class Poller:
             payload = h.payload
             req = ActionRequest.from_payload({**payload, "not_before": max(at, float(payload.get("not_before", 0)))})
             intent = self.actions.start(req)  # idempotent by key: a crash mid-release starts nothing twice
+            self.forget_open_intents()
             if req.not_before <= now:
                 out = self.actions.drive(intent)
                 if report is not None:
@@ -733,8 +743,9 @@ class Poller:
         """
         jid = int(job["id"])
         pipeline_id = (job.get("pipeline") or {}).get("id")
-        for intent in self.store.open_intents():
-            payload = intent.payload or {}
+        if self._open_payloads is None:
+            self._open_payloads = [intent.payload or {} for intent in self.store.open_intents()]
+        for payload in self._open_payloads:
             if payload.get("project_id") != project_id or payload.get("job_name") != job.get("name"):
                 continue
             kind = payload.get("kind")
@@ -745,6 +756,10 @@ class Poller:
                 return (f"a retry of job {payload.get('job_id')} (same name, same pipeline) is still in flight: "
                         "this job may be its copy")
         return None
+
+    def forget_open_intents(self) -> None:
+        """Read the open intents afresh the next time a failed job is checked against them."""
+        self._open_payloads = None
 
     def _record_dry_run(self, jid: int, decision: Mapping[str, Any]) -> None:
         """Keep a dry-run decision where ``retry-bot history`` finds it (the store's dry-run decisions).
