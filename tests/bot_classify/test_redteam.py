@@ -30,8 +30,11 @@ FLOORS = [("precision", 17, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 
 #: artifact not found, a registry login without a password...) and 2 of the precision set's build failures, each
 #: re-run once.  Its figures, so that they cannot quietly grow.  Since session 28 it retries them only at p >= 0.8
 #: (the 3:1 bar applied per band of probability): the later retrains and that floor leave 1 of the precision set's
-#: and 2 of the actions set's re-run.
-SHIPPED_FLOORS = [("precision", 18, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 2, 0)]
+#: and 2 of the actions set's re-run.  The forty-fifth pass's retrain (ZZA and ZZB joined READ_SPLITS) moved one more
+#: precision probe over the 0.8 bar (app-log-agent-lost, a test's expected 'agent lost' text: a learned
+#: infrastructure verdict, not a rule's; the rules-only FLOORS are unchanged), documented in docs/taxonomy.md,
+#: "Forty-fifth pass": 2 of the precision set's re-run now (19).  None may be added.
+SHIPPED_FLOORS = [("precision", 19, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 2, 0)]
 
 
 def _rules_only_policy():
