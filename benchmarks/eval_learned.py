@@ -153,6 +153,9 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     # infrastructure retry from p >= 0.8)
     "heldout-zy": ("eb77e62", _before("heldout-zx")),
     "heldout-zz": ("eb77e62", _before("heldout-zx")),
+    # ZZB and ZZA were scored blind at a3e1745 and 6ff7bdb (their registrations; the code after the forty-fourth pass)
+    "heldout-zza": ("6ff7bdb", _before("heldout-zz")),
+    "heldout-zzb": ("a3e1745", _before("heldout-zz")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
