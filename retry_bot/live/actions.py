@@ -475,10 +475,24 @@ class ActionRunner:
     def _finish(self, intent: ActionIntent, req: ActionRequest, new_job_id: int, *, observed: bool,
                 extra: Mapping[str, Any] | None = None) -> Outcome:
         result = {"new_job_id": new_job_id, "observed": observed, **(extra or {})}
+        # The new job joins its lineage *before* the intent closes: a crash between the two
+        # store writes leaves the intent open, the next cycle observes the same job on GitLab
+        # and adds it again (idempotent).  The other order lost the member for good: the
+        # intent was closed, and the copy would later be judged as an origin with a fresh
+        # budget.
+        try:
+            self.store.add_lineage_member(
+                req.origin_job_id, new_job_id, req.kind.action.value, dict(req.variables),
+                req.runner_class, memory_limit_bytes=req.memory_limit_bytes, status="pending")
+        except StateError as exc:
+            # The new job already heads (or belongs to) another lineage: it was judged before
+            # this intent could claim it (the poller defers such copies, so this is a defence).
+            # Close the intent anyway -- an intent that can never complete would be driven,
+            # and fail, every cycle -- and say so loudly.
+            log.error("action_lineage_conflict", key=req.key, job_url=req.web_url, job_id=req.job_id,
+                      new_job_id=new_job_id, origin_job_id=req.origin_job_id, error=str(exc))
+            result["lineage_conflict"] = str(exc)
         self.store.complete_action(intent.intent_id, result)
-        self.store.add_lineage_member(
-            req.origin_job_id, new_job_id, req.kind.action.value, dict(req.variables),
-            req.runner_class, memory_limit_bytes=req.memory_limit_bytes, status="pending")
         log.info("action_done", key=req.key, action=req.kind, job_url=req.web_url, job_id=req.job_id,
                  new_job_id=new_job_id, observed=observed, family=req.family, category=req.category,
                  variables=dict(req.variables), runner_class=req.runner_class)

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from standin.gitlab import Fault
-from retry_bot.state import open_store
+from retry_bot.state import StateError, open_store
 from tests.bot_live.farm import (ENV, ROOT, Farm, bot_config_text, compile_error, cycle_until,
                                  fail_five_jobs_in_two_projects, flaky_dns, make_bot, needs_memory, POLICY)
 
@@ -235,6 +235,91 @@ def test_a_failed_copy_of_a_retry_whose_answer_was_lost_waits_for_its_lineage(tm
         assert not bot.once().errors
         decided = [e for e in bot.store.history(copy) if e["kind"] == "decided" and e["job_id"] == copy]
         assert len(decided) == 1 and decided[0]["data"]["action"] == "none", decided
+    finally:
+        if bot is not None:
+            bot.close()
+        farm.close()
+
+
+class _Killed(BaseException):
+    """The process dying at one store write (BaseException: no ``except Exception`` in the bot stops it)."""
+
+
+@pytest.mark.parametrize("dies_at", ["add_lineage_member", "complete_action"])
+def test_a_crash_between_an_actions_two_closing_writes_loses_no_lineage_member(tmp_path, dies_at):
+    """An action closes with two store writes: the new job joins its origin's lineage, the intent
+    completes.  Whichever of them the process dies at, the restarted bot ends with the intent
+    completed, the copy in the origin's lineage (so the lineage's budget still counts it) and no
+    second write on GitLab.  (With the intent closed first, a death before the lineage write lost the
+    member for good: the copy was later judged as an origin with a fresh budget.)"""
+    farm = Farm({"dns": flaky_dns(2)})
+    bots = []
+    try:
+        farm.add_project("grp/e", {"dns": {"stage": "build", "tags": ["small"], "script": ["x"]}})
+        farm.standin.create_pipeline("grp/e")
+        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
+        (origin,) = [j.id for j in farm.standin.jobs()]
+        bots.append(make_bot(farm, tmp_path, ["grp/e"]))
+        store = bots[0].store
+        real = getattr(store, dies_at)
+
+        def dying(*args, **kwargs):
+            if dies_at == "complete_action" and not (args[1] or {}).get("new_job_id"):
+                return real(*args, **kwargs)  # not the overall intent's closing write
+            raise _Killed(dies_at)
+        setattr(store, dies_at, dying)
+        with pytest.raises(_Killed):
+            for _ in range(50):
+                bots[0].once()
+                time.sleep(0.05)
+        copies = [j for j in farm.standin.jobs() if j.retry_of == origin]
+        assert len(copies) == 1, "GitLab must have retried the job before the process died"
+        setattr(store, dies_at, real)
+        bots.pop().close()
+
+        bots.append(make_bot(farm, tmp_path, ["grp/e"]))       # the restart, on the same state
+        bot = bots[0]
+        copy = copies[0].id
+
+        def settled() -> bool:
+            rec = bot.store.get_job(copy)
+            return not bot.store.open_intents() and rec is not None and rec.decided
+        assert cycle_until(bot, settled, timeout=20)
+        assert bot.store.origin_of(copy) == origin
+        assert [a.job_id for a in bot.store.lineage_for(origin).attempts] == [origin, copy]
+        # the lineage's infrastructure budget (1 retry) is spent: the failed copy is left alone
+        assert not any(j.retry_of == copy for j in farm.standin.jobs())
+        _assert_no_duplicate_writes(farm)
+        done = [e for e in bot.store.history(origin) if e["kind"] == "action_completed"]
+        assert len(done) == 1 and not done[0]["data"]["result"].get("lineage_conflict"), done
+    finally:
+        for b in bots:
+            b.close()
+        farm.close()
+
+
+def test_an_action_whose_new_job_already_heads_another_lineage_still_closes(tmp_path):
+    """The defence behind the poller's deferral: when the new job cannot join the origin's lineage
+    (the store refuses: it already belongs to another), the intent still completes, recording the
+    conflict, instead of failing the same way on every cycle."""
+    farm = Farm({"dns": flaky_dns(1)})
+    bot = None
+    try:
+        farm.add_project("grp/f", {"dns": {"stage": "build", "tags": ["small"], "script": ["x"]}})
+        farm.standin.create_pipeline("grp/f")
+        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
+        (origin,) = [j.id for j in farm.standin.jobs()]
+        bot = make_bot(farm, tmp_path, ["grp/f"])
+
+        def refused(origin_job_id, job_id, *args, **kwargs):
+            raise StateError(f"job {job_id} already belongs to the lineage of job {job_id}")
+        bot.store.add_lineage_member = refused
+        assert cycle_until(bot, lambda: not bot.store.open_intents()
+                           and any(j.retry_of == origin for j in farm.standin.jobs()), timeout=20)
+        assert not bot.once().errors
+        (done,) = [e for e in bot.store.history(origin) if e["kind"] == "action_completed"]
+        assert "already belongs" in done["data"]["result"]["lineage_conflict"]
+        _assert_no_duplicate_writes(farm)
     finally:
         if bot is not None:
             bot.close()
