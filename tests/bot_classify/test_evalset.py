@@ -206,6 +206,9 @@ HELDOUT_ZZB = tomllib.loads((DATA / "heldout-zzb.toml").read_text("utf-8"))["cas
 #: audited against its sources (32 kept), scored blind once by the lead after the forty-fourth pass (90.6 %) and then
 #: read by the forty-fifth: tuning data since (it has a decision floor below)
 HELDOUT_ZZA = tomllib.loads((DATA / "heldout-zza.toml").read_text("utf-8"))["case"]
+#: Held-out ZZC: collected blind after ZZB (once the forty-fifth pass was written) by a collector who read no rule,
+#: audited against its sources; sealed (scored blind once by the lead after the forty-fifth pass).
+HELDOUT_ZZC = tomllib.loads((DATA / "heldout-zzc.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -284,7 +287,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zy-", HELDOUT_ZY, 40),
                                  ("zz-", HELDOUT_ZZ, 45),
                                  ("zzb-", HELDOUT_ZZB, 26),
-                                 ("zza-", HELDOUT_ZZA, 29)):
+                                 ("zza-", HELDOUT_ZZA, 29),
+                                 ("zzc-", HELDOUT_ZZC, 40)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -334,7 +338,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
                   "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr", "heldout-zs",
                   "heldout-zt", "heldout-zu", "heldout-zv", "heldout-zw", "heldout-zx", "heldout-zy", "heldout-zz",
-                  "heldout-zzb", "heldout-zza"):
+                  "heldout-zzb", "heldout-zza", "heldout-zzc"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
