@@ -131,7 +131,12 @@ audited against its sources, scored blind once after the forty-fourth pass (a3e1
 forty-fifth, so tuning data since; ``heldout-zza`` = collected beside
 it, about desktop and Linux application packaging, media and codec projects and networking software (32 cases after
 its audit, 2 GitLab), audited against its sources, scored blind once after the forty-fourth pass (6ff7bdb: 90.6 %)
-and then read by the forty-fifth, so tuning data since; ``heldout-zzc`` = collected the same way after ZZB, once the forty-fifth pass was written, searching mainly GitHub threads about scientific computing and bioinformatics builds (43 cases after its audit, 1 GitLab), audited against its sources: sealed, scored blind once after the forty-fifth pass):
+and then read by the forty-fifth, so tuning data since; ``heldout-zzc`` = collected the same way after ZZB, once the
+forty-fifth pass was written, searching mainly GitHub threads about scientific computing and bioinformatics builds (43
+cases after its audit, 1 GitLab), audited against its sources: sealed, scored blind once after the forty-fifth pass;
+``heldout-zzd`` = collected beside it, about security libraries, infrastructure-as-code tooling, PHP, Ruby and Perl
+ecosystems and static-site builds (42 cases after its audit, no GitLab), audited against its sources: sealed, scored
+blind once after the forty-fifth pass):
 
 * right decision: the shipped default policy (``retry_bot.policy.default_policy``) with the memory
   limit in force known (``KUBERNETES_MEMORY_LIMIT=4Gi`` in the job's variables, as in
@@ -148,8 +153,8 @@ Usage::
     .venv/bin/python benchmarks/score_classify.py [--split heldout-f] [--misses]
 
 Without ``--split`` every split is scored but those in ``SEALED``, which are scored only when named.
-``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-zzc``) unless
-``--i-am-done-tuning`` is given: a held-out split is only honest if its cases never guide a rule.
+``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-zzc``, ``heldout-zzd``)
+unless ``--i-am-done-tuning`` is given: a held-out split is only honest if its cases never guide a rule.
 """
 
 from __future__ import annotations
@@ -210,7 +215,8 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
           "heldout-zz": DATA / "heldout-zz.toml",
           "heldout-zzb": DATA / "heldout-zzb.toml",
           "heldout-zza": DATA / "heldout-zza.toml",
-          "heldout-zzc": DATA / "heldout-zzc.toml"}
+          "heldout-zzc": DATA / "heldout-zzc.toml",
+          "heldout-zzd": DATA / "heldout-zzd.toml"}
 #: Splits whose per-case misses must not be read while rules are being written (held-out B, scored
 #: once at 20a0100, C, scored once at a16d87a, D, scored once at 5c6641f, and E, scored before and
 #: after the fourth pass, were read afterwards: they are tuning data since; F, G and H, collected
@@ -285,8 +291,11 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
 #: was written, audited (43 and 49 kept), were scored blind once after the forty-third pass (eb77e62: ZY 88.4 %,
 #: ZZ 85.7 %) and then read by the forty-fourth: tuning data since; ZZB, collected blind while the forty-fourth pass
 #: was written, audited (29 kept), and ZZA, collected beside it, audited (32 kept), were scored blind once after
-#: the forty-fourth pass (ZZA 6ff7bdb 90.6 %, ZZB a3e1745 86.2 %) and then read by the forty-fifth: tuning data since; ZZC, collected blind after the forty-fifth pass was written, audited (43 kept): sealed, scored blind once after the forty-fifth pass.
-SEALED: set[str] = {"heldout-zzc"}
+#: the forty-fourth pass (ZZA 6ff7bdb 90.6 %, ZZB a3e1745 86.2 %) and then read by the forty-fifth: tuning data since;
+#: ZZC, collected blind after the forty-fifth pass was written, audited (43 kept): sealed, scored blind once after the
+#: forty-fifth pass; ZZD, collected beside ZZC, audited (42 kept): sealed, scored blind once after the forty-fifth
+#: pass.
+SEALED: set[str] = {"heldout-zzc", "heldout-zzd"}
 #: The memory limit in force for every scored job (the bot knows it in production from the job's
 #: variables or its usage record); without it the decision could not size a resize.
 LIMIT = "4Gi"

@@ -209,6 +209,9 @@ HELDOUT_ZZA = tomllib.loads((DATA / "heldout-zza.toml").read_text("utf-8"))["cas
 #: Held-out ZZC: collected blind after ZZB (once the forty-fifth pass was written) by a collector who read no rule,
 #: audited against its sources; sealed (scored blind once by the lead after the forty-fifth pass).
 HELDOUT_ZZC = tomllib.loads((DATA / "heldout-zzc.toml").read_text("utf-8"))["case"]
+#: Held-out ZZD: collected blind beside ZZC (once the forty-fifth pass was written) by a collector who read no rule,
+#: audited against its sources; sealed (scored blind once by the lead after the forty-fifth pass).
+HELDOUT_ZZD = tomllib.loads((DATA / "heldout-zzd.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -288,7 +291,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zz-", HELDOUT_ZZ, 45),
                                  ("zzb-", HELDOUT_ZZB, 26),
                                  ("zza-", HELDOUT_ZZA, 29),
-                                 ("zzc-", HELDOUT_ZZC, 40)):
+                                 ("zzc-", HELDOUT_ZZC, 40),
+                                 ("zzd-", HELDOUT_ZZD, 39)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -338,7 +342,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
                   "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr", "heldout-zs",
                   "heldout-zt", "heldout-zu", "heldout-zv", "heldout-zw", "heldout-zx", "heldout-zy", "heldout-zz",
-                  "heldout-zzb", "heldout-zza", "heldout-zzc"):
+                  "heldout-zzb", "heldout-zza", "heldout-zzc", "heldout-zzd"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
