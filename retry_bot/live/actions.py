@@ -96,6 +96,26 @@ _FINAL = ("success", "failed", "canceled", "skipped")
 _NOT_PLAYED = ("created", "manual", "scheduled", "waiting_for_resource")
 
 
+class _Undecided:
+    """:meth:`ActionRunner._find_pipeline`'s answer while a candidate cannot be told apart yet."""
+
+
+_UNDECIDED = _Undecided()
+
+
+def _template_bridge(bridges: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The bridge of the CI template that makes the child pipeline (or any bridge that made one)."""
+    return next((b for b in bridges if b.get("name") == TEMPLATE_BRIDGE), None) or \
+        next((b for b in bridges if b.get("downstream_pipeline")), None)
+
+
+def _child_of(bridges: list[Mapping[str, Any]]) -> int | None:
+    """The id of the child pipeline the template's bridge made, if it made one yet."""
+    bridge = _template_bridge(bridges)
+    child = ((bridge or {}).get("downstream_pipeline") or {}).get("id")
+    return int(child) if child else None
+
+
 def pipeline_creation_hint(message: str) -> str:
     """What a 400 from ``POST /projects/:id/pipeline`` means, from GitLab's own message."""
     m = message.lower()
@@ -475,7 +495,7 @@ class ActionRunner:
     def _finish(self, intent: ActionIntent, req: ActionRequest, new_job_id: int, *, observed: bool,
                 extra: Mapping[str, Any] | None = None) -> Outcome:
         result = {"new_job_id": new_job_id, "observed": observed, **(extra or {})}
-        # The new job joins its lineage *before* the intent closes: a crash between the two
+        # The new job joins its lineage *before* the intent closes: a crash between the
         # store writes leaves the intent open, the next cycle observes the same job on GitLab
         # and adds it again (idempotent).  The other order lost the member for good: the
         # intent was closed, and the copy would later be judged as an origin with a fresh
@@ -492,12 +512,14 @@ class ActionRunner:
             log.error("action_lineage_conflict", key=req.key, job_url=req.web_url, job_id=req.job_id,
                       new_job_id=new_job_id, origin_job_id=req.origin_job_id, error=str(exc))
             result["lineage_conflict"] = str(exc)
+        # Followed before the intent closes too (following is idempotent): once the intent is
+        # closed nothing would follow the job again, and how it ends would never be recorded.
+        if self.on_new_job is not None:
+            self.on_new_job(req, new_job_id)
         self.store.complete_action(intent.intent_id, result)
         log.info("action_done", key=req.key, action=req.kind, job_url=req.web_url, job_id=req.job_id,
                  new_job_id=new_job_id, observed=observed, family=req.family, category=req.category,
                  variables=dict(req.variables), runner_class=req.runner_class)
-        if self.on_new_job is not None:
-            self.on_new_job(req, new_job_id)
         return Outcome(req.key, "done", "found already done on GitLab" if observed else "", new_job_id)
 
     # ------------------------------------------------------------------ resize: pipeline, child, play
@@ -589,6 +611,8 @@ class ActionRunner:
             with self._books:
                 known = self._pipelines.get(key)
             found = known or self._find_pipeline(req, since=pipe_intent.created_at)
+            if found is _UNDECIDED:
+                return None  # a pipeline of ours may be it: wait until its child pipeline shows
             if found is not None:
                 self._claim_pipeline(found, key)
                 self.store.complete_action(pipe_intent.intent_id, {"pipeline_id": found, "observed": True})
@@ -642,15 +666,19 @@ class ActionRunner:
                 return None
         return self._username
 
-    def _find_pipeline(self, req: ActionRequest, *, since: float) -> int | None:
+    def _find_pipeline(self, req: ActionRequest, *, since: float) -> int | _Undecided | None:
         """The pipeline an earlier run created for ``req`` but did not record, if any.
 
         Candidates are the bot user's own ``api`` pipelines on the ref, created since the
         intent began, that no other intent claims in the state store and that hold the
         template's jobs.  Pipeline variables are not read (that needs Maintainer, or being
         the triggerer, G ``app/policies/ci/pipeline_policy.rb``): a Developer token works.
-        The oldest unclaimed candidate is taken (one resize per job name and ref is in flight
-        at a time, see ``Poller._copy_pending``).
+        Jobs of different names on one ref may be resized at the same time, so a candidate
+        is ``req``'s only when its child pipeline holds a job of ``req.job_name`` (one resize
+        per job name and ref is in flight at a time, see ``Poller._copy_pending``); the oldest
+        such is taken.  :data:`_UNDECIDED` when a candidate's child pipeline is not created
+        yet (it cannot be told apart: the caller waits rather than write again); a candidate
+        whose bridge ended without a child is taken last (resizing then fails with the reason).
         """
         key = f"{req.key}:pipeline"
         mine = self.store.pipelines_of(key)
@@ -660,6 +688,8 @@ class ActionRunner:
         if username is None:
             return None
         found: int | None = None
+        orphan: int | None = None
+        undecided = False
         for p in self.client.latest_pipelines(req.project_id, req.ref, source="api", limit=20, username=username):
             created = parse_time(p.get("created_at"))
             if created is not None and created.timestamp() < since - 120:
@@ -667,17 +697,30 @@ class ActionRunner:
             pid = int(p["id"])
             if (self.store.pipeline_owner(pid) or key) != key:
                 continue  # another intent's pipeline
+            bridges = self.client.pipeline_bridges(req.project_id, pid)
             names = {j.get("name") for j in self.client.pipeline_jobs(req.project_id, pid)} | {
-                b.get("name") for b in self.client.pipeline_bridges(req.project_id, pid)}
-            if TEMPLATE_BRIDGE in names or "retry-bot:generate" in names:
-                found = pid  # keep going: the oldest unclaimed one is ours
-        return found
+                b.get("name") for b in bridges}
+            if TEMPLATE_BRIDGE not in names and "retry-bot:generate" not in names:
+                continue
+            child = _child_of(bridges)
+            if child is None:
+                if any(b.get("status") in _FINAL for b in bridges) or \
+                        self.client.pipeline(req.project_id, pid).get("status") in _FINAL:
+                    orphan = pid  # ended without a child: nobody's copy will appear there
+                else:
+                    undecided = True  # whose it is shows once its child pipeline exists
+                continue
+            if any(j.get("name") == req.job_name
+                   for j in self.client.pipeline_jobs(req.project_id, child, include_retried=True)):
+                found = pid  # keep going: the oldest one is ours
+        if found is not None:
+            return found
+        return _UNDECIDED if undecided else orphan
 
     def _find_manual_copy(self, req: ActionRequest, pipeline_id: int) -> Mapping[str, Any] | str:
         """The manual copy in the child pipeline, or why it is not there (yet)."""
         bridges = self.client.pipeline_bridges(req.project_id, pipeline_id)
-        bridge = next((b for b in bridges if b.get("name") == TEMPLATE_BRIDGE), None) or \
-            next((b for b in bridges if b.get("downstream_pipeline")), None)
+        bridge = _template_bridge(bridges)
         if bridge is None:
             pipe = self.client.pipeline(req.project_id, pipeline_id)
             if pipe.get("status") in _FINAL:

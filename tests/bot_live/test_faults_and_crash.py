@@ -324,3 +324,99 @@ def test_an_action_whose_new_job_already_heads_another_lineage_still_closes(tmp_
         if bot is not None:
             bot.close()
         farm.close()
+
+
+def test_a_crash_before_an_actions_new_job_is_followed_loses_no_outcome(tmp_path):
+    """The new job is followed (``followed_jobs``: how it ends is recorded in its lineage, counted in
+    the runner-class caps and told to the storm brake) before the intent closes.  With the intent
+    closed first, a death in between left the job unfollowed for good: nothing follows a job of a
+    closed intent again, and its lineage member stayed ``pending``."""
+    farm = Farm({"dns": flaky_dns(1)})          # the origin fails (DNS), its retry succeeds
+    bots = []
+    try:
+        farm.add_project("grp/g", {"dns": {"stage": "build", "tags": ["small"], "script": ["x"]}})
+        farm.standin.create_pipeline("grp/g")
+        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
+        (origin,) = [j.id for j in farm.standin.jobs()]
+        bots.append(make_bot(farm, tmp_path, ["grp/g"]))
+        store = bots[0].store
+        real = store.follow
+
+        def dying(*args, **kwargs):
+            raise _Killed("follow")
+        store.follow = dying
+        with pytest.raises(_Killed):
+            for _ in range(50):
+                bots[0].once()
+                time.sleep(0.05)
+        store.follow = real
+        (copy,) = [j.id for j in farm.standin.jobs() if j.retry_of == origin]
+        bots.pop().close()
+
+        bots.append(make_bot(farm, tmp_path, ["grp/g"]))       # the restart, on the same state
+        bot = bots[0]
+
+        def recorded() -> bool:
+            attempts = bot.store.lineage_for(origin).attempts
+            return not bot.store.open_intents() and len(attempts) == 2 and attempts[1].status == "success"
+        assert cycle_until(bot, recorded, timeout=20), (copy, bot.store.followed_job(copy),
+                                                         bot.store.lineage_for(origin).attempts)
+        _assert_no_duplicate_writes(farm)
+    finally:
+        for b in bots:
+            b.close()
+        farm.close()
+
+
+def test_two_resize_pipelines_left_unclaimed_on_one_ref_are_told_apart_by_their_child(tmp_path):
+    """Two jobs of one ref (different names) are resized at once; the process dies with both
+    pipelines made on GitLab and neither recorded.  After the restart each intent must find *its*
+    pipeline: the one whose child pipeline holds a job of its name (pipeline variables cannot be
+    read with a Developer token).  Taking "the oldest unclaimed bot pipeline on the ref" swapped
+    them: both resizes failed ("child pipeline N has no job named ...") and neither OOM-killed job
+    was re-created.  (Two timed-out pipeline writes leave the same state without a crash.)"""
+    farm = Farm({"oomA": needs_memory(300), "oomB": needs_memory(300)})
+    bots = []
+    try:
+        job = {"stage": "build", "tags": ["small"], "script": ["make"],
+               "variables": {"KUBERNETES_MEMORY_LIMIT": "128Mi"}}
+        farm.add_project("grp/r", {"oomA": dict(job), "oomB": dict(job)})
+        farm.standin.create_pipeline("grp/r")
+        assert farm.standin.wait_for(lambda: sum(j.status == "failed" for j in farm.standin.jobs()) == 2)
+        ids = {j.name: j.id for j in farm.standin.jobs()}
+        a, b = ids["oomA"], ids["oomB"]
+        bots.append(make_bot(farm, tmp_path, ["grp/r"]))
+        runner = bots[0].actions
+        real_create = runner.client.create_pipeline
+
+        def create(project_id, ref, variables, *args, **kwargs):
+            if str(variables.get("RETRY_BOT_FAILED_JOB_ID")) == str(a):
+                time.sleep(1.0)          # A's request is still in flight when B's lands
+            return real_create(project_id, ref, variables, *args, **kwargs)
+
+        def dying(*args, **kwargs):
+            raise _Killed("own_pipeline")    # each writer thread dies before recording its pipeline
+        runner.client.create_pipeline = create
+        runner.store.own_pipeline = dying
+        with pytest.raises(_Killed):
+            for _ in range(50):
+                bots[0].once()
+                time.sleep(0.05)
+        made = {int(farm.standin.pipeline_variables(p.id).get("RETRY_BOT_FAILED_JOB_ID", 0)): p.id
+                for p in farm.standin.pipelines() if farm.standin.pipeline_variables(p.id).get("RETRY_BOT_FAILED_JOB_ID")}
+        assert set(made) == {a, b} and made[b] < made[a], made   # both made, B's first, neither claimed
+        bots.pop().close()
+
+        bots.append(make_bot(farm, tmp_path, ["grp/r"]))       # the restart, on the same state
+        bot = bots[0]
+        assert cycle_until(bot, lambda: not bot.store.open_intents(), timeout=30)
+        outcome = {k: (i.status, i.error) for k in (f"resize:{a}", f"resize:{b}")
+                   for i in [bot.store.get_action(k)]}
+        assert all(s == "completed" for s, _ in outcome.values()), (
+            f"pipelines {made} were made for jobs A={a}, B={b}; after the restart: {outcome}; "
+            f"claims: A -> {bot.store.pipelines_of(f'resize:{a}:pipeline')}, "
+            f"B -> {bot.store.pipelines_of(f'resize:{b}:pipeline')}")
+    finally:
+        for b_ in bots:
+            b_.close()
+        farm.close()
