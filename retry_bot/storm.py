@@ -43,6 +43,11 @@ class CategoryStorm:
 
     #: The newest failure times (at most ``trip_failures`` are kept: enough to know whether they fit a window).
     failures: list[float] = field(default_factory=list)
+    #: The failed jobs those times belong to (``0``: not known, state saved before they were kept), so a
+    #: job judged again -- after a crash before its decision was recorded, after a read error, after a
+    #: dry run's restart -- is not counted twice.  Those kept are enough: a job's first count that
+    #: fell off the list was followed by ``trip_failures - 1`` other failures, which trip alone.
+    failure_jobs: list[int] = field(default_factory=list)
     #: When the brake tripped; ``None``: clear.
     braked_since: float | None = None
     #: Start of the current probe interval and the probes let through in it.
@@ -50,6 +55,8 @@ class CategoryStorm:
     probes_sent: int = 0
     #: Re-run jobs of the category that succeeded since the brake tripped.
     successes: int = 0
+    #: Which ones (a result told twice -- after a crash before the job was unfollowed -- counts once).
+    success_jobs: list[int] = field(default_factory=list)
     #: Times the brake tripped (for the logs and ``state`` inspection).
     trips: int = 0
     #: The category's family (a policy reload may stop watching it).
@@ -88,6 +95,10 @@ class StormState:
                 continue
             known = {k: raw[k] for k in CategoryStorm.__dataclass_fields__ if k in raw}
             known["failures"] = [float(t) for t in known.get("failures") or ()]
+            jobs = [int(j) for j in known.get("failure_jobs") or ()][-len(known["failures"]):] \
+                if known["failures"] else []
+            known["failure_jobs"] = [0] * (len(known["failures"]) - len(jobs)) + jobs
+            known["success_jobs"] = [int(j) for j in known.get("success_jobs") or ()]
             out.categories[str(cat)] = CategoryStorm(**known)
         return out
 
@@ -102,20 +113,33 @@ class StormState:
 
     # ------------------------------------------------------------------ transitions
 
-    def note_failure(self, rule: StormRule | None, family: str, category: str, now: float) -> bool:
-        """Count a new failed job; returns ``True`` when this failure tripped the brake."""
+    def note_failure(self, rule: StormRule | None, family: str, category: str, now: float,
+                     job_id: int = 0) -> bool:
+        """Count a new failed job; returns ``True`` when this failure tripped the brake.
+
+        ``job_id`` (``0``: not known) makes it idempotent: a job still among the kept failures is
+        not counted again.
+        """
         if not self.watches(rule, family):
             return False
         assert rule is not None
         st = self.categories.setdefault(category, CategoryStorm(family=family))
         st.family = family
-        st.failures = [t for t in st.failures if t > now - rule.window][-(rule.trip_failures - 1):] + [now]
+        if job_id and job_id in st.failure_jobs:
+            return False
+        jobs = [0] * (len(st.failures) - len(st.failure_jobs)) + st.failure_jobs[-len(st.failures):] \
+            if st.failures else []
+        kept = [(t, j) for t, j in zip(st.failures, jobs) if t > now - rule.window][-(rule.trip_failures - 1):]
+        kept.append((now, int(job_id)))
+        st.failures = [t for t, _ in kept]
+        st.failure_jobs = [j for _, j in kept]
         if st.braked or len(st.failures) < rule.trip_failures:
             return False
         st.braked_since = now
         st.probe_started = now
         st.probes_sent = 0
         st.successes = 0
+        st.success_jobs = []
         st.trips += 1
         return True
 
@@ -136,12 +160,13 @@ class StormState:
                                       f"braked since {st.braked_since:.0f}")
 
     def note_rerun_result(self, rule: StormRule | None, family: str, category: str, success: bool,
-                          now: float) -> bool:
+                          now: float, job_id: int = 0) -> bool:
         """A re-run job of the category ended; returns ``True`` when its success released the brake.
 
         A failed re-run needs nothing here: it is a new failed job, counted by :meth:`note_failure`.
         Without a ``[storm]`` table (the brake turned off by a policy reload) a braked
-        category is released by the first result.
+        category is released by the first result.  ``job_id`` (``0``: not known) makes a
+        success told twice count once.
         """
         st = self.categories.get(category)
         if st is None or not st.braked:
@@ -149,9 +174,11 @@ class StormState:
         if rule is None or family not in rule.families:
             self._release(st)
             return True
-        if not success:
+        if not success or (job_id and job_id in st.success_jobs):
             return False
         st.successes += 1
+        if job_id:
+            st.success_jobs.append(int(job_id))
         if st.successes < rule.release_successes:
             return False
         self._release(st)
@@ -170,8 +197,10 @@ class StormState:
     def _release(st: CategoryStorm) -> None:
         st.braked_since = None
         st.failures = []
+        st.failure_jobs = []
         st.probes_sent = 0
         st.successes = 0
+        st.success_jobs = []
 
 
 def release_times(count: int, per_minute: int, now: float) -> list[float]:

@@ -493,7 +493,7 @@ class Poller:
             return None
         if self.metrics is not None:
             self.metrics.jobs_classified.labels(classification.family.value, classification.category).inc()
-        self._storm_failure(classification.family.value, classification.category, facts)
+        self._storm_failure(classification.family.value, classification.category, facts, jid)
         if record is not None and self.store.origin_of(jid) != jid:
             self.store.update_lineage_member(jid, memory_peak_bytes=record.usage.memory_peak_bytes,
                                              status=facts.status)
@@ -651,12 +651,16 @@ class Poller:
             self.metrics.storm_braked.labels(cat).set(1 if st is not None and st.braked else 0)
             self.metrics.storm_held.labels(cat).set(held.get(cat, 0))
 
-    def _storm_failure(self, family: str, category: str, facts: JobFacts) -> None:
+    def _storm_failure(self, family: str, category: str, facts: JobFacts, job_id: int) -> None:
         rule = getattr(self.policy(), "storm", None)
         if not self.storm.watches(rule, family):
             return
-        tripped = self.storm.note_failure(rule, family, category, self.clock())
-        self._save_storm()
+        # By job: the job is judged again if anything stops it before its decision is recorded
+        # (a crash, a failed read, a dry run's restart), and must not be counted twice.
+        before = self.storm.to_dict()
+        tripped = self.storm.note_failure(rule, family, category, self.clock(), job_id)
+        if self.storm.to_dict() != before:
+            self._save_storm()
         if tripped:
             st = self.storm.categories[category]
             if self.metrics is not None:
@@ -974,20 +978,24 @@ class Poller:
         status = job.get("status")
         if status not in _FINAL:
             return False
-        ended = self.store.unfollow(w.job_id, status=str(status))
-        if ended is None:
-            return False  # another path (a poll, an event) recorded it already
+        # The storm brake hears of it before the job is unfollowed: unfollowing first lost the
+        # result for good when the process died in between (nothing follows the job again).
+        # Told twice (a crash after it, or a poll and a webhook event at once), it counts once.
         now = self.clock()
-        cat = ended.category
+        cat = w.category
         st = self.storm.categories.get(cat) if cat else None
         if cat and st is not None and st.braked:
             rule = getattr(self.policy(), "storm", None)
-            released = self.storm.note_rerun_result(rule, str(ended.family or ""), cat, status == "success", now)
+            released = self.storm.note_rerun_result(rule, str(w.family or ""), cat, status == "success", now,
+                                                    w.job_id)
             self._save_storm()
             if released:
                 log.warning("storm_brake_released", category=cat, job_url=job.get("web_url"),
                             reason=f"{rule.release_successes if rule else 1} re-run job(s) of {cat} succeeded")
                 self._release(cat, report)
+        ended = self.store.unfollow(w.job_id, status=str(status))
+        if ended is None:
+            return False  # another path (a poll, an event) recorded it already
         if status == "success" and ended.family == "oom" and ended.kind in ("resize", "job_retry"):
             if self.metrics is not None:
                 self.metrics.oom_recoveries.inc()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 import urllib.parse
 from typing import Any, Callable, Protocol, Sequence, TypeVar
 
@@ -143,7 +144,7 @@ class SQLiteBackend:
             # Refuse another application's database before changing anything in it (WAL mode).
             self.run(self.read_version, write=False)
             if path != ":memory:":
-                mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                mode = self._wal()
                 if str(mode).lower() != "wal":
                     log.warning("state.sqlite_no_wal", path=path, journal_mode=mode)
             self._conn.execute("PRAGMA synchronous = FULL")
@@ -153,6 +154,26 @@ class SQLiteBackend:
         except StateError:
             self._conn.close()
             raise
+
+    def _wal(self) -> str:
+        """Put the database in WAL mode (a no-op when it is already), waiting out other openers.
+
+        Changing the journal mode takes an exclusive lock without calling SQLite's busy handler,
+        so replicas opening one file at the same moment got "database is locked" at once; a file
+        already in WAL mode is left alone, and a busy one is tried again until ``busy_timeout``.
+        """
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                mode = str(self._conn.execute("PRAGMA journal_mode").fetchone()[0])
+                if mode.lower() == "wal":
+                    return mode
+                return str(self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                low = str(exc).lower()
+                if ("locked" not in low and "busy" not in low) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
 
     def _probe(self) -> None:
         """Fail early, with a clear message, on a file that is not a healthy SQLite database."""

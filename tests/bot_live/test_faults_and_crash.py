@@ -420,3 +420,122 @@ def test_two_resize_pipelines_left_unclaimed_on_one_ref_are_told_apart_by_their_
         for b_ in bots:
             b_.close()
         farm.close()
+
+
+STORM_POLICY = POLICY + """
+[storm]
+families = ["infrastructure"]
+window = "5m"
+trip_failures = 2
+probes = 1
+probe_interval = "2m"
+release_successes = 1
+release_per_minute = 0
+"""
+
+
+@pytest.mark.parametrize("stopped_by", ["crash", "dry_run_restart"])
+def test_one_failed_job_judged_twice_is_one_failure_for_the_storm_brake(tmp_path, stopped_by):
+    """The brake counts a failure when the job is judged, before its decision is recorded.  A job
+    judged again -- the process died in between, or a dry run (whose decisions stay provisional)
+    was restarted -- was counted twice: one failed job tripped a brake set to trip at two."""
+    farm = Farm({"dns": flaky_dns(1)})
+    bots = []
+    try:
+        farm.add_project("grp/s", {"dns": {"stage": "build", "tags": ["small"], "script": ["x"]}})
+        farm.standin.create_pipeline("grp/s")
+        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
+        (origin,) = [j.id for j in farm.standin.jobs()]
+        dry = stopped_by == "dry_run_restart"
+        bots.append(make_bot(farm, tmp_path, ["grp/s"], policy=STORM_POLICY, dry_run=dry or None))
+        if dry:
+            for _ in range(3):
+                bots[0].once()
+        else:
+            def dying(*args, **kwargs):
+                raise _Killed("record_decision")
+            bots[0].store.record_decision = dying
+            with pytest.raises(_Killed):
+                for _ in range(50):
+                    bots[0].once()
+                    time.sleep(0.05)
+        cats = bots[0].store.storm_categories()
+        assert cats and all(len(c["failures"]) == 1 and not c["braked_since"] for c in cats.values()), cats
+        bots.pop().close()
+
+        bots.append(make_bot(farm, tmp_path, ["grp/s"], policy=STORM_POLICY, dry_run=dry or None))  # restart
+        bot = bots[0]
+        if dry:
+            for _ in range(3):
+                bot.once()
+        else:
+            assert cycle_until(bot, lambda: (bot.store.get_job(origin) is not None
+                                             and bot.store.get_job(origin).decided), timeout=10)
+        assert [j.id for j in farm.standin.jobs() if j.status == "failed"] == [origin]
+        cats = bot.store.storm_categories()
+        assert all(c["trips"] == 0 and not c["braked_since"] and len(c["failures"]) == 1 for c in cats.values()), \
+            f"one failed job ({origin}) was counted twice: {cats}"
+    finally:
+        for b in bots:
+            b.close()
+        farm.close()
+
+
+@pytest.mark.parametrize("dies_at", ["unfollow", "save_storm_categories"])
+def test_a_crash_while_a_probes_success_is_recorded_still_releases_the_brake(tmp_path, dies_at):
+    """A braked category's probe (a re-run the brake let through) succeeds; the process dies at one of
+    the two writes that record it (the brake's state, the job leaving ``followed_jobs``).  After the
+    restart the brake must be released.  (Unfollowing first lost the success for good: nothing
+    follows the job again, and the brake held the category's re-runs on.)"""
+    from dataclasses import asdict
+
+    from retry_bot.storm import CategoryStorm
+    farm = Farm({"dns": flaky_dns(1)})          # the origin fails (DNS), the probe (its retry) succeeds
+    bots = []
+    try:
+        farm.add_project("grp/t", {"dns": {"stage": "build", "tags": ["small"], "script": ["x"]}})
+        farm.standin.create_pipeline("grp/t")
+        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
+        (origin,) = [j.id for j in farm.standin.jobs()]
+        seed = open_store(f"sqlite:///{tmp_path / 'state.db'}")   # a fleet outage tripped the brake earlier
+        seed.save_storm_categories({"dns_error": asdict(CategoryStorm(
+            failures=[time.time() - 10], braked_since=time.time() - 60, probe_started=0.0,
+            trips=1, family="infrastructure"))})
+        seed.close()
+        policy = STORM_POLICY.replace("trip_failures = 2", "trip_failures = 30").replace(
+            'probe_interval = "2m"', 'probe_interval = "10m"')
+        bots.append(make_bot(farm, tmp_path, ["grp/t"], policy=policy))
+        store = bots[0].store
+        real = getattr(store, dies_at)
+
+        def dying(*args, **kwargs):
+            if dies_at == "unfollow" and (kwargs.get("status") or "") in ("success", "failed"):
+                raise _Killed(dies_at)
+            if dies_at == "save_storm_categories" and (args[0].get("dns_error") or {}).get("successes", 0) \
+                    or dies_at == "save_storm_categories" and (args[0].get("dns_error") or {}).get(
+                        "braked_since", 1) is None:
+                raise _Killed(dies_at)
+            return real(*args, **kwargs)
+        setattr(store, dies_at, dying)
+        with pytest.raises(_Killed):
+            for _ in range(100):
+                bots[0].once()
+                time.sleep(0.05)
+        (copy,) = [j for j in farm.standin.jobs() if j.retry_of == origin]
+        assert copy.status == "success"
+        setattr(store, dies_at, real)
+        bots.pop().close()
+
+        bots.append(make_bot(farm, tmp_path, ["grp/t"], policy=policy))   # the restart
+        bot = bots[0]
+
+        def released() -> bool:
+            st = bot.store.storm_categories().get("dns_error") or {}
+            return st.get("braked_since") is None and bot.store.followed_job(copy.id) is None
+        assert cycle_until(bot, released, timeout=10), (bot.store.storm_categories(),
+                                                        bot.store.followed_job(copy.id))
+        assert bot.store.storm_categories()["dns_error"]["trips"] == 1
+    finally:
+        for b in bots:
+            b.close()
+        farm.close()

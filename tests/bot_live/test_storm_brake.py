@@ -94,3 +94,51 @@ def test_share_budget_gives_small_projects_their_jobs_and_the_big_one_the_rest()
     assert share_budget([5, 5, 5], 2, start=0) == [1, 1, 0]
     assert share_budget([5, 5, 5], 2, start=1) == [0, 1, 1]
     assert share_budget([], 5) == [] and share_budget([3], 0) == [0]
+
+
+def test_a_job_counted_again_is_counted_once():
+    """A job judged again (a crash before its decision was recorded, a failed read, a dry run's
+    restart) is not a second failure: two counts of one job never trip a brake of two."""
+    rule = StormRule(window=300.0, trip_failures=2, probes=1, probe_interval=120.0, release_successes=1,
+                     families=("infrastructure",))
+    st = StormState()
+    assert not st.note_failure(rule, INFRA, CAT, 1000.0, job_id=7)
+    assert not st.note_failure(rule, INFRA, CAT, 1001.0, job_id=7)
+    assert st.braked() == [] and st.categories[CAT].failures == [1000.0]
+    assert st.note_failure(rule, INFRA, CAT, 1002.0, job_id=8)          # another job: two failures trip
+    # after a round trip through the store too
+    again = StormState.from_dict(json.loads(json.dumps(st.to_dict())))
+    assert again.categories[CAT].failure_jobs == [7, 8]
+    assert not again.note_failure(rule, INFRA, CAT, 1003.0, job_id=8) and again.categories[CAT].trips == 1
+
+
+def test_a_job_whose_count_fell_off_the_kept_failures_counts_again_only_beside_enough_others():
+    st = StormState()
+    for i, job in enumerate((1, 2, 3, 4)):
+        assert not st.note_failure(RULE, INFRA, CAT, 1000.0 + i, job_id=job)
+    assert st.categories[CAT].failure_jobs == [1, 2, 3, 4]
+    assert not st.note_failure(RULE, INFRA, CAT, 1010.0, job_id=3)      # still kept: not counted
+    assert st.note_failure(RULE, INFRA, CAT, 1011.0, job_id=5)          # five distinct jobs: trips
+    assert st.categories[CAT].failure_jobs == [1, 2, 3, 4, 5]
+
+
+def test_state_saved_before_failure_jobs_were_kept_still_loads_and_counts():
+    old = {"categories": {CAT: {"failures": [1000.0, 1001.0], "braked_since": None, "probe_started": 0.0,
+                                "probes_sent": 0, "successes": 0, "trips": 0, "family": INFRA}}}
+    st = StormState.from_dict(old)
+    assert st.categories[CAT].failure_jobs == [0, 0]
+    assert not st.note_failure(RULE, INFRA, CAT, 1002.0, job_id=9)
+    assert st.categories[CAT].failures == [1000.0, 1001.0, 1002.0]
+    assert st.categories[CAT].failure_jobs == [0, 0, 9]
+
+
+def test_a_success_told_twice_counts_once():
+    st = StormState()
+    for i in range(5):
+        st.note_failure(RULE, INFRA, CAT, 5000.0 + i, job_id=100 + i)
+    assert st.braked() == [CAT]
+    assert not st.note_rerun_result(RULE, INFRA, CAT, True, 5010.0, job_id=200)
+    assert not st.note_rerun_result(RULE, INFRA, CAT, True, 5011.0, job_id=200)   # the same job again
+    assert st.categories[CAT].successes == 1 and st.braked() == [CAT]
+    assert st.note_rerun_result(RULE, INFRA, CAT, True, 5012.0, job_id=201)       # release_successes = 2
+    assert st.braked() == [] and st.categories[CAT].success_jobs == []
