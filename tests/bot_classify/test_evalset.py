@@ -207,10 +207,12 @@ HELDOUT_ZZB = tomllib.loads((DATA / "heldout-zzb.toml").read_text("utf-8"))["cas
 #: read by the forty-fifth: tuning data since (it has a decision floor below)
 HELDOUT_ZZA = tomllib.loads((DATA / "heldout-zza.toml").read_text("utf-8"))["case"]
 #: Held-out ZZC: collected blind after ZZB (once the forty-fifth pass was written) by a collector who read no rule,
-#: audited against its sources; sealed (scored blind once by the lead after the forty-fifth pass).
+#: audited against its sources (43 kept), scored blind once by the lead after the forty-fifth pass (95.3 %) and then
+#: read by the forty-sixth: tuning data since (it has a decision floor below)
 HELDOUT_ZZC = tomllib.loads((DATA / "heldout-zzc.toml").read_text("utf-8"))["case"]
 #: Held-out ZZD: collected blind beside ZZC (once the forty-fifth pass was written) by a collector who read no rule,
-#: audited against its sources; sealed (scored blind once by the lead after the forty-fifth pass).
+#: audited against its sources (42 kept), scored blind once by the lead after the forty-fifth pass (88.1 %) and then
+#: read by the forty-sixth: tuning data since (it has a decision floor below)
 HELDOUT_ZZD = tomllib.loads((DATA / "heldout-zzd.toml").read_text("utf-8"))["case"]
 
 
@@ -456,6 +458,13 @@ def test_score_script_runs_on_every_split(capsys):
 #: (docs/taxonomy.md, "Forty-fifth pass"): a macOS 'Killed: 9' (SIGKILL, exit 137) of a freshly built tool on one
 #: runner image, labelled configuration by its thread (a bare SIGKILL is an OOM kill in most jobs), so its cap entry
 #: holds it at 1 of 29; none may be added.
+#: ZZC and ZZD were scored blind once after the forty-fifth pass (95.3 % with 1 wasted re-run, 88.1 % with 1) and read
+#: by the forty-sixth, which reached 42/43 and 41/42 (in-sample, their cases also train the learned fallback since):
+#: their floors are one case less (41/43, 40/42). ZZD keeps no wasted re-run. ZZC keeps 1, a documented miss of the
+#: forty-sixth pass (docs/taxonomy.md, "Forty-sixth pass"): a refused connection to bioconductor.org from a cluster
+#: whose proxy setting was wrong, labelled configuration by its thread (the same curl 'Connection refused' is a
+#: transient fault in most jobs and in the red team's recall probes), so its cap entry holds it at 1 of 43; none may
+#: be added.
 #: Session 28's floor on learned infrastructure retries (p >= 0.8, config/policy.toml) costs 11 retries in-sample
 #: (the model was trained on these cases, so in-sample it is right where it speaks: no evidence either way; the
 #: floor was set on the causal replay, docs/taxonomy.md "The learned infrastructure retry's floor"): ZG's floor
@@ -476,7 +485,8 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
                    "heldout-zs": 0.9, "heldout-zt": 0.937, "heldout-zu": 0.911,
                    "heldout-zv": 0.848, "heldout-zw": 0.906, "heldout-zx": 0.939,
                    "heldout-zy": 0.953, "heldout-zz": 0.959,
-                   "heldout-zza": 0.906, "heldout-zzb": 0.931}
+                   "heldout-zza": 0.906, "heldout-zzb": 0.931,
+                   "heldout-zzc": 0.953, "heldout-zzd": 0.952}
 #: Deterministic re-runs allowed per split (3.5 per 100 unless listed). N keeps 3 of 83 (3.6 per 100), each a
 #: documented miss of the fifteenth pass (docs/taxonomy.md, "Fifteenth pass"): a DNS failure and a clone
 #: time-out labelled configuration after their maintainers (the same texts are transient in other splits and
@@ -496,7 +506,8 @@ DECISION_FLOORS = {"cases": 0.97, "tuning": 0.93, "heldout-a": 0.94, "heldout-b"
 #: None may be added.
 WASTED_CAPS = {"heldout-n": 3 / 83, "heldout-t": 4 / 68, "heldout-v": 3 / 59, "heldout-x": 3 / 69, "heldout-zj": 1 / 45,
                "heldout-zl": 1 / 44, "heldout-zp": 2 / 49, "heldout-zq": 2 / 37,
-               "heldout-zr": 1 / 52, "heldout-zs": 2 / 50, "heldout-zv": 1 / 33, "heldout-zzb": 1 / 29}
+               "heldout-zr": 1 / 52, "heldout-zs": 2 / 50, "heldout-zv": 1 / 33, "heldout-zzb": 1 / 29,
+               "heldout-zzc": 1 / 43}
 
 
 def test_every_split_keeps_its_decision_floor(taxonomy):
