@@ -156,6 +156,9 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     # ZZB and ZZA were scored blind at a3e1745 and 6ff7bdb (their registrations; the code after the forty-fourth pass)
     "heldout-zza": ("6ff7bdb", _before("heldout-zz")),
     "heldout-zzb": ("a3e1745", _before("heldout-zz")),
+    # ZZC and ZZD were scored blind at 641d78d (ZZD's registration; the code after the forty-fifth pass)
+    "heldout-zzc": ("641d78d", _before("heldout-zzb")),
+    "heldout-zzd": ("641d78d", _before("heldout-zzb")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
