@@ -218,6 +218,9 @@ HELDOUT_ZZD = tomllib.loads((DATA / "heldout-zzd.toml").read_text("utf-8"))["cas
 #: collector who read no rule, audited against its sources; sealed (scored blind once by the lead after the
 #: forty-sixth pass).
 HELDOUT_ZZE = tomllib.loads((DATA / "heldout-zze.toml").read_text("utf-8"))["case"]
+#: Held-out ZZF: collected blind beside ZZE (before the forty-sixth pass was written) by a collector who read no rule,
+#: audited against its sources; sealed (scored blind once by the lead after the forty-sixth pass).
+HELDOUT_ZZF = tomllib.loads((DATA / "heldout-zzf.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -299,7 +302,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zza-", HELDOUT_ZZA, 29),
                                  ("zzc-", HELDOUT_ZZC, 40),
                                  ("zzd-", HELDOUT_ZZD, 39),
-                                 ("zze-", HELDOUT_ZZE, 35)):
+                                 ("zze-", HELDOUT_ZZE, 35),
+                                 ("zzf-", HELDOUT_ZZF, 35)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -349,7 +353,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
                   "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr", "heldout-zs",
                   "heldout-zt", "heldout-zu", "heldout-zv", "heldout-zw", "heldout-zx", "heldout-zy", "heldout-zz",
-                  "heldout-zzb", "heldout-zza", "heldout-zzc", "heldout-zzd", "heldout-zze"):
+                  "heldout-zzb", "heldout-zza", "heldout-zzc", "heldout-zzd", "heldout-zze", "heldout-zzf"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
