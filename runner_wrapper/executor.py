@@ -213,7 +213,42 @@ def reap_stale(cfg: WrapperConfig, backend: Any, now: float | None = None) -> li
         reaped.append(name)
         _log().warning("reaped stale job cgroup", cgroup=name, processes_killed=killed,
                        idle_seconds=round(now - last))
+    reaped += reap_orphan_states(cfg, parent, now)
     return reaped
+
+
+def reap_orphan_states(cfg: WrapperConfig, parent: Any, now: float) -> list[str]:
+    """Remove state files no job will read again: ``job-<id>.state`` without its job cgroup, and
+    ``save_state``'s temporary files, idle for ``stale_after_seconds``.
+
+    A driver killed after its cleanup removed the job cgroup (and spooled the record) but before
+    it deleted the state, or between ``save_state``'s write and its rename, leaves them; the cgroup
+    sweep above never sees them (it starts from the cgroups).  A live job always has its cgroup
+    (prepare makes it before it saves the state; cleanup removes it first).
+    """
+    sdir = cfg.executor.state_dir
+    if not sdir:
+        return []
+    try:
+        names = os.listdir(sdir)
+    except OSError:
+        return []
+    live = set(parent.children())
+    out = []
+    for fname in names:
+        m = re.fullmatch(r"job-(\d+)\.state(\.\d+\.tmp)?", fname)
+        if not m or (m.group(1) and not m.group(2) and f"job-{m.group(1)}" in live):
+            continue
+        path = os.path.join(sdir, fname)
+        try:
+            if now - os.stat(path).st_mtime < cfg.cgroup.stale_after_seconds:
+                continue
+            os.unlink(path)
+        except OSError:
+            continue
+        out.append(fname)
+        _log().warning("removed orphaned job state", file=fname)
+    return out
 
 
 # --------------------------------------------------------------------------- prepare
@@ -381,6 +416,12 @@ def cmd_cleanup(cfg: WrapperConfig, environ: Mapping[str, str]) -> int:
     spath = state_path(cfg.executor.state_dir, env.tmpdir, job.id)
     state = load_state(spath)
     backend = backend_by_name(state.backend, cfg) if state else _select(cfg)
+    if state is not None:
+        from runner_wrapper.stagerun import record_lost_stage
+
+        if record_lost_stage(state, backend, job.id):  # the last stage's driver was SIGKILLed
+            log.warning("cleanup: a stage's driver died without recording it", job_id=job.id,
+                        stage=state.stages[-1].name, exit_code=state.stages[-1].exit_code)
     group = backend.group(job_group_name(job.id))
     counters = None
     rc = 0

@@ -15,6 +15,7 @@ configured; otherwise they are emitted unsigned and the retry bot ignores them.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -44,16 +45,33 @@ def signed_dict(data: Mapping[str, Any], key: bytes | None, key_id: str) -> dict
 
 
 def append_spool(path: str, data: Mapping[str, Any]) -> None:
-    """Append one JSON line and ``fsync`` it (and the directory when the file is new)."""
+    """Append one JSON line and ``fsync`` it (and the directory when the file is new).
+
+    Every byte is written or :class:`OSError` is raised (``os.write`` may write part of the line:
+    a full disk, a file-size limit).  A line an earlier writer left cut off (it was killed, or its
+    disk filled, mid-write) is ended first, so the damage stays on that line and this record stays
+    whole on its own.  The check and the write hold an exclusive ``flock``: the jobs of one runner
+    append to one file.
+    """
+    import fcntl
     import json
 
     line = (json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n").encode()
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     new = not os.path.exists(path)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
     try:
-        os.write(fd, line)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
+        view = memoryview(line)
+        while view:
+            n = os.write(fd, view)
+            if n <= 0:
+                raise OSError(errno.EIO, f"spool {path}: the write made no progress")
+            view = view[n:]
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -412,6 +412,8 @@ def run_stage(s: StageSettings, environ: Mapping[str, str], env: DriverEnv, scri
         except IsolationError as exc:
             raise SystemFailure(str(exc)) from None
         argv[-1] = copy
+    if record_lost_stage(state, backend, job_id):  # the stage before was SIGKILLed with its driver
+        attempt = state.next_attempt(stage)
     group = backend.group(stage_group_name(job_id, stage, attempt))
     limits = state.limits
     try:
@@ -422,11 +424,14 @@ def run_stage(s: StageSettings, environ: Mapping[str, str], env: DriverEnv, scri
         group.apply_limits(limits.get("memory_limit_bytes"), limits.get("cpu_limit_cores"))
     except CgroupError as exc:
         raise SystemFailure(f"cannot create the cgroup for stage {stage}: {exc}") from None
-    state.driver = {"pid": os.getpid(), "start": process_start_ticks(os.getpid()) or 0}
+    state.driver = {"pid": os.getpid(), "start": process_start_ticks(os.getpid()) or 0, "stage": stage,
+                    "attempt": attempt, "since": int(time.time())}
     save_state(spath, state)
 
     started = time.monotonic()
     try:
+        # The build stays in the driver's process group: GitLab Runner's force kill (SIGKILL to that
+        # group) must reach it, or it would keep the stage's output pipe open after the driver died.
         ex, counters, sampled, leftover, got_signal = run_in_group(
             argv, group, build_env, s.sampler_interval, grace=s.kill_grace, pre_exec=pre_exec)
     except SpawnError as exc:
@@ -484,6 +489,54 @@ def run_stage(s: StageSettings, environ: Mapping[str, str], env: DriverEnv, scri
         return 0
     _write_exit_code(env, code)
     return env.build_failure
+
+
+#: The exit code recorded for a stage whose driver died without recording it: 128 + SIGKILL, what the
+#: shell reports for a SIGKILLed script (not a success, so the record is never trusted as one).
+LOST_STAGE_EXIT_CODE = 137
+
+
+def record_lost_stage(state: Any, backend: Any, job_id: int) -> bool:
+    """Record the stage a SIGKILLed driver was running, if any; ``True`` when one was recorded.
+
+    A driver killed outright (SIGKILL after GitLab Runner's ``graceful_kill_timeout``, the host's
+    OOM killer) never records its stage: without this the job's record would list only the other
+    stages and could read as a success.  The stage's cgroup, if it is still there, gives what the
+    kernel counted; its processes are killed and it is removed.  The next ``run`` and ``cleanup``
+    call it (the state names the stage; a live driver is left alone).
+    """
+    from runner_wrapper.cgroup.base import CgroupError
+    from runner_wrapper.state import driver_alive
+
+    d = state.driver
+    if not d or not d.get("stage") or driver_alive(d):
+        return False
+    stage, attempt = str(d["stage"]), int(d.get("attempt") or state.next_attempt(str(d["stage"])))
+    counters = None
+    leftover = 0
+    try:
+        group = backend.group(stage_group_name(job_id, stage, attempt))
+        if group.exists():
+            leftover = group.kill_all()
+            if getattr(backend, "name", "") != "psutil":
+                counters = group.read()
+            group.remove()
+    except CgroupError:
+        pass  # cleanup removes the job's whole tree
+    since = float(d.get("since") or 0)
+    state.stages.append(StageFigures(
+        name=stage, attempt=attempt, wall_seconds=max(0.0, time.time() - since) if since else 0.0,
+        exit_code=LOST_STAGE_EXIT_CODE, oom_kills=getattr(counters, "oom_kills", 0) or 0,
+        memory_peak_bytes=getattr(counters, "memory_peak_bytes", None), memory_mean_bytes=None,
+        cpu_user_seconds=getattr(counters, "cpu_user_seconds", None),
+        cpu_system_seconds=getattr(counters, "cpu_system_seconds", None), cpu_max_cores=None,
+        memory_failcnt=getattr(counters, "memory_failcnt", None),
+        memory_pressure_usec=getattr(counters, "memory_pressure_usec", None),
+        cpu_pressure_usec=getattr(counters, "cpu_pressure_usec", None), leftover_killed=leftover))
+    state.driver = None
+    say(f"stage {stage} (attempt {attempt}) was not recorded by its driver, which is gone (SIGKILLed?): "
+        f"recorded as exit {LOST_STAGE_EXIT_CODE}")
+    return True
 
 
 def read_job_id(path: str | None) -> int | None:

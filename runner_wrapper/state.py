@@ -79,7 +79,7 @@ class JobState:
     def __init__(self, job_id: int, backend: str, started_at: str, started_epoch: float,
                  identity: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
                  approximate: bool = False, stages: list[StageFigures] | None = None,
-                 driver: dict[str, int] | None = None, updated_epoch: float = 0.0, signed: bool = False,
+                 driver: dict[str, Any] | None = None, updated_epoch: float = 0.0, signed: bool = False,
                  notes: list[str] | None = None, after_script_decides: bool = False) -> None:
         self.job_id = job_id
         self.backend = backend
@@ -89,7 +89,10 @@ class JobState:
         self.limits: dict[str, Any] = limits or {}
         self.approximate = approximate
         self.stages: list[StageFigures] = stages or []
-        #: ``{"pid": int, "start": int}`` of the driver currently running a stage, else ``None``.
+        #: The driver currently running a stage, else ``None``: ``{"pid": int, "start": int}`` (its
+        #: process start ticks: a recycled pid is not it) and the stage it runs (``"stage"``,
+        #: ``"attempt"``, ``"since"`` epoch seconds), so a stage whose driver was SIGKILLed is still
+        #: recorded (:func:`runner_wrapper.stagerun.record_lost_stage`).
         self.driver = driver
         self.updated_epoch = updated_epoch
         self.signed = signed
@@ -173,7 +176,7 @@ def process_start_ticks(pid: int) -> int | None:
         return None
 
 
-def driver_alive(driver: dict[str, int] | None) -> bool:
+def driver_alive(driver: dict[str, Any] | None) -> bool:
     if not driver:
         return False
     return process_start_ticks(int(driver.get("pid", 0))) == driver.get("start")
