@@ -58,8 +58,9 @@ __all__ = ["READ_SPLITS", "CLASSES", "DEFAULT_OPTIONS", "case_features", "load_s
 #: forty-first, ZU scored blind once after the forty-first and read by the forty-second, ZV, ZW and ZX scored blind
 #: once after the forty-second and read by the forty-third, ZY and ZZ scored blind once after the forty-third and
 #: read by the forty-fourth, ZZA and ZZB scored blind once after the forty-fourth and read by the forty-fifth, ZZC and
-#: ZZD scored blind once after the forty-fifth and read by the forty-sixth, so they train it too; any split collected
-#: later (ZZE...) is not listed and may not train it.
+#: ZZD scored blind once after the forty-fifth and read by the forty-sixth, ZZE and ZZF scored blind once after the
+#: forty-sixth and read by the forty-seventh, so they train it too; any split collected later (ZZG...) is not listed
+#: and may not train it.
 READ_SPLITS: tuple[str, ...] = ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e",
                                 "heldout-f", "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k",
                                 "heldout-l", "heldout-m", "heldout-n", "heldout-o", "heldout-p",
@@ -71,7 +72,8 @@ READ_SPLITS: tuple[str, ...] = ("cases", "tuning", "heldout-a", "heldout-b", "he
                                 "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr",
                                 "heldout-zs", "heldout-zt", "heldout-zu", "heldout-zv",
                                 "heldout-zw", "heldout-zx", "heldout-zy", "heldout-zz",
-                                "heldout-zza", "heldout-zzb", "heldout-zzc", "heldout-zzd")
+                                "heldout-zza", "heldout-zzb", "heldout-zzc", "heldout-zzd",
+                                "heldout-zze", "heldout-zzf")
 #: The families the model may name: not ``canceled`` (GitLab's status says it) nor ``unknown``.
 CLASSES: tuple[str, ...] = ("oom", "timeout", "infrastructure", "build_error", "config_error")
 #: Digits kept in the artifact's weights (a regenerated artifact is byte-identical).
