@@ -159,6 +159,9 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     # ZZC and ZZD were scored blind at 641d78d (ZZD's registration; the code after the forty-fifth pass)
     "heldout-zzc": ("641d78d", _before("heldout-zzb")),
     "heldout-zzd": ("641d78d", _before("heldout-zzb")),
+    # ZZE and ZZF were scored blind at ef2628d (ZZF's registration; the code after the forty-sixth pass)
+    "heldout-zze": ("ef2628d", _before("heldout-zzd")),
+    "heldout-zzf": ("ef2628d", _before("heldout-zzd")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
