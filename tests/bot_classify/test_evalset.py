@@ -225,6 +225,9 @@ HELDOUT_ZZF = tomllib.loads((DATA / "heldout-zzf.toml").read_text("utf-8"))["cas
 #: Held-out ZZG: collected blind after ZZF (while the forty-seventh pass was written) by a collector who read no rule,
 #: audited against its sources; sealed (scored blind once by the lead after the forty-seventh pass).
 HELDOUT_ZZG = tomllib.loads((DATA / "heldout-zzg.toml").read_text("utf-8"))["case"]
+#: Held-out ZZH: collected blind beside ZZG (while the forty-seventh pass was written) by a collector who read no rule,
+#: audited against its sources; sealed (scored blind once by the lead after the forty-seventh pass).
+HELDOUT_ZZH = tomllib.loads((DATA / "heldout-zzh.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -308,7 +311,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zzd-", HELDOUT_ZZD, 39),
                                  ("zze-", HELDOUT_ZZE, 35),
                                  ("zzf-", HELDOUT_ZZF, 35),
-                                 ("zzg-", HELDOUT_ZZG, 28)):
+                                 ("zzg-", HELDOUT_ZZG, 28),
+                                 ("zzh-", HELDOUT_ZZH, 40)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -358,7 +362,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
                   "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr", "heldout-zs",
                   "heldout-zt", "heldout-zu", "heldout-zv", "heldout-zw", "heldout-zx", "heldout-zy", "heldout-zz",
-                  "heldout-zzb", "heldout-zza", "heldout-zzc", "heldout-zzd", "heldout-zze", "heldout-zzf", "heldout-zzg"):
+                  "heldout-zzb", "heldout-zza", "heldout-zzc", "heldout-zzd", "heldout-zze", "heldout-zzf", "heldout-zzg", "heldout-zzh"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
