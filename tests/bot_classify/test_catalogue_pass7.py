@@ -202,7 +202,9 @@ def test_kill_signal_stage_sits_between_diagnostic_and_generic(taxonomy):
     assert names.index("diagnostic") < names.index("kill_signal") < names.index("generic")
     # the twentieth pass adds CircleCI's step verdict for a SIGKILLed step (weak, like the other two)
     # the thirtieth pass adds Julia Pkg's '(received signal: KILL)' and the shell's 'Killed' glued to a progress line
+    # the forty-eighth pass adds the same word glued to a tqdm bar (which starts with its description)
     assert {r.name for r in taxonomy.rules_by_stage["kill_signal"]} == {"make-killed", "sigkill-any-tool",
                                                                          "circleci-killed-signal",
                                                                          "julia-pkg-test-sigkill",
-                                                                         "progress-line-killed"}
+                                                                         "progress-line-killed",
+                                                                         "tqdm-progress-bar-killed"}
