@@ -162,6 +162,9 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     # ZZE and ZZF were scored blind at ef2628d (ZZF's registration; the code after the forty-sixth pass)
     "heldout-zze": ("ef2628d", _before("heldout-zzd")),
     "heldout-zzf": ("ef2628d", _before("heldout-zzd")),
+    # ZZG and ZZH were scored blind at 848e6c1 (ZZH's registration; the code after the forty-seventh pass)
+    "heldout-zzg": ("848e6c1", _before("heldout-zzf")),
+    "heldout-zzh": ("848e6c1", _before("heldout-zzf")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
