@@ -149,7 +149,12 @@ and distribution build services (31 cases after its audit, 2 GitLab), audited ag
 once after the forty-seventh pass (848e6c1: 90.3 %) and then read by the forty-eighth, so tuning data since;
 ``heldout-zzh`` = collected beside it, about GPU and accelerator builds, LLM inference and training tooling and Swift
 on Linux (43 cases after its audit, no GitLab), audited against its sources, scored blind once after the
-forty-seventh pass (848e6c1: 79.1 %) and then read by the forty-eighth, so tuning data since; ``heldout-zzi`` = collected the same way after ZZH, while the forty-eighth pass was written, searching mainly GitHub threads about audio, music and creative-tools software and publishing toolchains (39 cases after its audit, 3 GitLab), audited against its sources: sealed, scored blind once after the forty-eighth pass):
+forty-seventh pass (848e6c1: 79.1 %) and then read by the forty-eighth, so tuning data since; ``heldout-zzi`` =
+collected the same way after ZZH, while the forty-eighth pass was written, searching mainly GitHub threads about
+audio, music and creative-tools software and publishing toolchains (39 cases after its audit, 3 GitLab), audited
+against its sources: sealed, scored blind once after the forty-eighth pass; ``heldout-zzj`` = collected beside it,
+about messaging, streaming and queueing systems, payment and fintech SDKs and API client generators (36 cases after
+its audit, no GitLab), audited against its sources: sealed, scored blind once after the forty-eighth pass):
 
 * right decision: the shipped default policy (``retry_bot.policy.default_policy``) with the memory
   limit in force known (``KUBERNETES_MEMORY_LIMIT=4Gi`` in the job's variables, as in
@@ -166,7 +171,7 @@ Usage::
     .venv/bin/python benchmarks/score_classify.py [--split heldout-f] [--misses]
 
 Without ``--split`` every split is scored but those in ``SEALED``, which are scored only when named.
-``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (none now; the mechanism is kept for the next sets)
+``--misses`` lists the wrong decisions.  It refuses a split in ``SEALED`` (``heldout-zzi``, ``heldout-zzj``)
 unless ``--i-am-done-tuning`` is given: a held-out split is only honest if its cases never guide a rule.
 """
 
@@ -234,7 +239,8 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
           "heldout-zzf": DATA / "heldout-zzf.toml",
           "heldout-zzg": DATA / "heldout-zzg.toml",
           "heldout-zzh": DATA / "heldout-zzh.toml",
-          "heldout-zzi": DATA / "heldout-zzi.toml"}
+          "heldout-zzi": DATA / "heldout-zzi.toml",
+          "heldout-zzj": DATA / "heldout-zzj.toml"}
 #: Splits whose per-case misses must not be read while rules are being written (held-out B, scored
 #: once at 20a0100, C, scored once at a16d87a, D, scored once at 5c6641f, and E, scored before and
 #: after the fourth pass, were read afterwards: they are tuning data since; F, G and H, collected
@@ -317,8 +323,9 @@ SPLITS = {"cases": DATA / "cases.toml", "tuning": DATA / "tuning.toml",
 #: forty-sixth pass (ef2628d: ZZE 84.2 %, ZZF 84.2 %) and then read by the forty-seventh: tuning data since; ZZG,
 #: collected blind while the forty-seventh pass was written, audited (31 kept), and ZZH, collected beside ZZG, audited
 #: (43 kept), were scored blind once after the forty-seventh pass (848e6c1: ZZG 90.3 %, ZZH 79.1 %) and then read by
-#: the forty-eighth: tuning data since; ZZI, collected blind while the forty-eighth pass was written, audited (39 kept): sealed, scored blind once after the forty-eighth pass.
-SEALED: set[str] = {"heldout-zzi"}
+#: the forty-eighth: tuning data since; ZZI, collected blind while the forty-eighth pass was written, audited (39
+#: kept), and ZZJ, collected beside ZZI, audited (36 kept): sealed, scored blind once after the forty-eighth pass.
+SEALED: set[str] = {"heldout-zzi", "heldout-zzj"}
 #: The memory limit in force for every scored job (the bot knows it in production from the job's
 #: variables or its usage record); without it the decision could not size a resize.
 LIMIT = "4Gi"

@@ -233,6 +233,9 @@ HELDOUT_ZZH = tomllib.loads((DATA / "heldout-zzh.toml").read_text("utf-8"))["cas
 #: Held-out ZZI: collected blind after ZZH (while the forty-eighth pass was written) by a collector who read no rule,
 #: audited against its sources; sealed (scored blind once by the lead after the forty-eighth pass).
 HELDOUT_ZZI = tomllib.loads((DATA / "heldout-zzi.toml").read_text("utf-8"))["case"]
+#: Held-out ZZJ: collected blind beside ZZI (while the forty-eighth pass was written) by a collector who read no rule,
+#: audited against its sources; sealed (scored blind once by the lead after the forty-eighth pass).
+HELDOUT_ZZJ = tomllib.loads((DATA / "heldout-zzj.toml").read_text("utf-8"))["case"]
 
 
 def test_new_splits_are_sourced_disjoint_and_large_enough():
@@ -318,7 +321,8 @@ def test_new_splits_are_sourced_disjoint_and_large_enough():
                                  ("zzf-", HELDOUT_ZZF, 35),
                                  ("zzg-", HELDOUT_ZZG, 28),
                                  ("zzh-", HELDOUT_ZZH, 40),
-                                 ("zzi-", HELDOUT_ZZI, 36)):
+                                 ("zzi-", HELDOUT_ZZI, 36),
+                                 ("zzj-", HELDOUT_ZZJ, 33)):
         # Counts only in the messages: a sealed split's text, sources and ids must not reach whoever runs the
         # test (pytest would print the operands of a failed comparison).
         n = len(split)
@@ -368,7 +372,7 @@ def test_score_script_runs_on_every_split(capsys):
                   "heldout-zg", "heldout-zh", "heldout-zi", "heldout-zj", "heldout-zk", "heldout-zl",
                   "heldout-zm", "heldout-zn", "heldout-zo", "heldout-zp", "heldout-zq", "heldout-zr", "heldout-zs",
                   "heldout-zt", "heldout-zu", "heldout-zv", "heldout-zw", "heldout-zx", "heldout-zy", "heldout-zz",
-                  "heldout-zzb", "heldout-zza", "heldout-zzc", "heldout-zzd", "heldout-zze", "heldout-zzf", "heldout-zzg", "heldout-zzh", "heldout-zzi"):
+                  "heldout-zzb", "heldout-zza", "heldout-zzc", "heldout-zzd", "heldout-zze", "heldout-zzf", "heldout-zzg", "heldout-zzh", "heldout-zzi", "heldout-zzj"):
         assert out.count(split) >= 1 and "right" in out
     # a sealed split is named but not scored by a run over every split (it is scored once, by naming it)
     sealed = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "score_classify.py"))["SEALED"]
