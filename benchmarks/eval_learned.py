@@ -38,7 +38,7 @@ only O to Z, ``--no-later`` leaves them out.  The models are trained by today's
 :func:`retry_bot.classify.train.train` (about 10-20 s each), so a full run with the leave-one-split-out
 cross-validation takes several minutes; ``--no-loso`` skips the latter.
 
-Only the splits already read (``READ_SPLITS``) can be loaded: a blind set not yet read (ZZI and later) is
+Only the splits already read (``READ_SPLITS``) can be loaded: a blind set not yet read (ZZK and later) is
 refused, so no option lets this script read it (K was read by the twelfth pass, L by the thirteenth, M by
 the fourteenth, N by the fifteenth, O and P by the sixteenth, Q by the seventeenth, R by the eighteenth, S by the nineteenth, T by the twentieth, U by the twenty-first, V by the twenty-second, W by the twenty-third, X by the twenty-fourth, Y by the twenty-fifth, Z by the twenty-sixth, ZA by the twenty-seventh, ZB by the twenty-eighth, ZC by the twenty-ninth, ZD by the thirtieth, ZE by the thirty-first, ZF by the thirty-second, ZG by the thirty-third, ZH and ZI by the thirty-fourth, ZJ and ZK by the thirty-fifth, ZL by the thirty-sixth, ZM by the thirty-seventh, ZN and ZO by the thirty-eighth, ZP and ZQ by the thirty-ninth, ZR by the fortieth, ZS and ZT by the forty-first, ZU by the forty-second, ZV, ZW and ZX by the forty-third, ZY and ZZ by the forty-fourth, ZZA and ZZB by the forty-fifth, ZZC and ZZD by the forty-sixth, ZZE and ZZF by the forty-seventh, ZZG and ZZH by the forty-eighth).
 """
@@ -197,7 +197,7 @@ for i, c in enumerate(tomllib.loads(open(sys.argv[1], encoding="utf-8").read())[
 
 def load(split: str) -> list[dict[str, Any]]:
     if split not in READ_SPLITS:
-        raise SystemExit(f"refused: {split} is not a read split (held-out ZZI and later sets are not read)")
+        raise SystemExit(f"refused: {split} is not a read split (held-out ZZK and later sets are not read)")
     return list(tomllib.loads((DATA / f"{split}.toml").read_text("utf-8"))["case"])
 
 

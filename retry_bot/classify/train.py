@@ -60,7 +60,8 @@ __all__ = ["READ_SPLITS", "CLASSES", "DEFAULT_OPTIONS", "case_features", "load_s
 #: read by the forty-fourth, ZZA and ZZB scored blind once after the forty-fourth and read by the forty-fifth, ZZC and
 #: ZZD scored blind once after the forty-fifth and read by the forty-sixth, ZZE and ZZF scored blind once after the
 #: forty-sixth and read by the forty-seventh, ZZG and ZZH scored blind once after the forty-seventh and read by the
-#: forty-eighth, so they train it too; any split collected later (ZZI...) is not listed and may not train it.
+#: forty-eighth, ZZI and ZZJ scored blind once after the forty-eighth and read by the forty-ninth, so they train it
+#: too; any split collected later (ZZK...) is not listed and may not train it.
 READ_SPLITS: tuple[str, ...] = ("cases", "tuning", "heldout-a", "heldout-b", "heldout-c", "heldout-d", "heldout-e",
                                 "heldout-f", "heldout-g", "heldout-h", "heldout-i", "heldout-j", "heldout-k",
                                 "heldout-l", "heldout-m", "heldout-n", "heldout-o", "heldout-p",
@@ -73,7 +74,8 @@ READ_SPLITS: tuple[str, ...] = ("cases", "tuning", "heldout-a", "heldout-b", "he
                                 "heldout-zs", "heldout-zt", "heldout-zu", "heldout-zv",
                                 "heldout-zw", "heldout-zx", "heldout-zy", "heldout-zz",
                                 "heldout-zza", "heldout-zzb", "heldout-zzc", "heldout-zzd",
-                                "heldout-zze", "heldout-zzf", "heldout-zzg", "heldout-zzh")
+                                "heldout-zze", "heldout-zzf", "heldout-zzg", "heldout-zzh",
+                                "heldout-zzi", "heldout-zzj")
 #: The families the model may name: not ``canceled`` (GitLab's status says it) nor ``unknown``.
 CLASSES: tuple[str, ...] = ("oom", "timeout", "infrastructure", "build_error", "config_error")
 #: Digits kept in the artifact's weights (a regenerated artifact is byte-identical).

@@ -33,8 +33,12 @@ FLOORS = [("precision", 17, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 
 #: and 2 of the actions set's re-run.  The forty-fifth pass's retrain (ZZA and ZZB joined READ_SPLITS) moved one more
 #: precision probe over the 0.8 bar (app-log-agent-lost, a test's expected 'agent lost' text: a learned
 #: infrastructure verdict, not a rule's; the rules-only FLOORS are unchanged), documented in docs/taxonomy.md,
-#: "Forty-fifth pass": 2 of the precision set's re-run now (19).  None may be added.
-SHIPPED_FLOORS = [("precision", 19, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 2, 0)]
+#: "Forty-fifth pass": 2 of the precision set's re-run now (19).  The forty-ninth pass's retrain (ZZI and ZZJ joined
+#: READ_SPLITS) moved one actions probe over the 0.8 bar (gha-artifact-quota, GitHub's artifact storage quota: a
+#: learned infrastructure verdict, not a rule's; the rules-only FLOORS are unchanged; the message comes from GitHub's
+#: artifact service, whose code is not public, so no sourced precision rule could be written), documented in
+#: docs/taxonomy.md, "Forty-ninth pass": 3 of the actions set's re-run now.  None may be added.
+SHIPPED_FLOORS = [("precision", 19, 1), ("recall", 0, 5), ("runner", 0, 3), ("actions", 3, 0)]
 
 
 def _rules_only_policy():
