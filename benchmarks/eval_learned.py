@@ -165,6 +165,9 @@ NEWER: dict[str, tuple[str, tuple[str, ...]]] = {
     # ZZG and ZZH were scored blind at 848e6c1 (ZZH's registration; the code after the forty-seventh pass)
     "heldout-zzg": ("848e6c1", _before("heldout-zzf")),
     "heldout-zzh": ("848e6c1", _before("heldout-zzf")),
+    # ZZI and ZZJ were scored blind at 486b4e3 (ZZJ's registration; the code after the forty-eighth pass)
+    "heldout-zzi": ("486b4e3", _before("heldout-zzh")),
+    "heldout-zzj": ("486b4e3", _before("heldout-zzh")),
 }
 #: Supporting evidence: the sets scored blind once by the lead after the sixth pass (``563269b``).
 SUPPORTING: dict[str, tuple[str, tuple[str, ...]]] = {
