@@ -245,6 +245,23 @@ class _Killed(BaseException):
     """The process dying at one store write (BaseException: no ``except Exception`` in the bot stops it)."""
 
 
+def _one_failed_job(farm, path):
+    """A project at ``path`` with one ``dns`` job (the farm's script of that name), run until it failed."""
+    farm.add_project(path, {"dns": {"stage": "build", "tags": ["small"], "script": ["x"]}})
+    farm.standin.create_pipeline(path)
+    assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
+    (origin,) = [j.id for j in farm.standin.jobs()]
+    return origin
+
+
+def _cycle_until_killed(bot, cycles=50):
+    """Run the bot's cycles until the patched write kills it (the test fails if it never does)."""
+    with pytest.raises(_Killed):
+        for _ in range(cycles):
+            bot.once()
+            time.sleep(0.05)
+
+
 @pytest.mark.parametrize("dies_at", ["add_lineage_member", "complete_action"])
 def test_a_crash_between_an_actions_two_closing_writes_loses_no_lineage_member(tmp_path, dies_at):
     """An action closes with two store writes: the new job joins its origin's lineage, the intent
@@ -255,10 +272,7 @@ def test_a_crash_between_an_actions_two_closing_writes_loses_no_lineage_member(t
     farm = Farm({"dns": flaky_dns(2)})
     bots = []
     try:
-        farm.add_project("grp/e", {"dns": {"stage": "build", "tags": ["small"], "script": ["x"]}})
-        farm.standin.create_pipeline("grp/e")
-        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
-        (origin,) = [j.id for j in farm.standin.jobs()]
+        origin = _one_failed_job(farm, "grp/e")
         bots.append(make_bot(farm, tmp_path, ["grp/e"]))
         store = bots[0].store
         real = getattr(store, dies_at)
@@ -268,10 +282,7 @@ def test_a_crash_between_an_actions_two_closing_writes_loses_no_lineage_member(t
                 return real(*args, **kwargs)  # not the overall intent's closing write
             raise _Killed(dies_at)
         setattr(store, dies_at, dying)
-        with pytest.raises(_Killed):
-            for _ in range(50):
-                bots[0].once()
-                time.sleep(0.05)
+        _cycle_until_killed(bots[0])
         copies = [j for j in farm.standin.jobs() if j.retry_of == origin]
         assert len(copies) == 1, "GitLab must have retried the job before the process died"
         setattr(store, dies_at, real)
@@ -305,10 +316,7 @@ def test_an_action_whose_new_job_already_heads_another_lineage_still_closes(tmp_
     farm = Farm({"dns": flaky_dns(1)})
     bot = None
     try:
-        farm.add_project("grp/f", {"dns": {"stage": "build", "tags": ["small"], "script": ["x"]}})
-        farm.standin.create_pipeline("grp/f")
-        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
-        (origin,) = [j.id for j in farm.standin.jobs()]
+        origin = _one_failed_job(farm, "grp/f")
         bot = make_bot(farm, tmp_path, ["grp/f"])
 
         def refused(origin_job_id, job_id, *args, **kwargs):
@@ -334,10 +342,7 @@ def test_a_crash_before_an_actions_new_job_is_followed_loses_no_outcome(tmp_path
     farm = Farm({"dns": flaky_dns(1)})          # the origin fails (DNS), its retry succeeds
     bots = []
     try:
-        farm.add_project("grp/g", {"dns": {"stage": "build", "tags": ["small"], "script": ["x"]}})
-        farm.standin.create_pipeline("grp/g")
-        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
-        (origin,) = [j.id for j in farm.standin.jobs()]
+        origin = _one_failed_job(farm, "grp/g")
         bots.append(make_bot(farm, tmp_path, ["grp/g"]))
         store = bots[0].store
         real = store.follow
@@ -345,10 +350,7 @@ def test_a_crash_before_an_actions_new_job_is_followed_loses_no_outcome(tmp_path
         def dying(*args, **kwargs):
             raise _Killed("follow")
         store.follow = dying
-        with pytest.raises(_Killed):
-            for _ in range(50):
-                bots[0].once()
-                time.sleep(0.05)
+        _cycle_until_killed(bots[0])
         store.follow = real
         (copy,) = [j.id for j in farm.standin.jobs() if j.retry_of == origin]
         bots.pop().close()
@@ -398,10 +400,7 @@ def test_two_resize_pipelines_left_unclaimed_on_one_ref_are_told_apart_by_their_
             raise _Killed("own_pipeline")    # each writer thread dies before recording its pipeline
         runner.client.create_pipeline = create
         runner.store.own_pipeline = dying
-        with pytest.raises(_Killed):
-            for _ in range(50):
-                bots[0].once()
-                time.sleep(0.05)
+        _cycle_until_killed(bots[0])
         made = {int(farm.standin.pipeline_variables(p.id).get("RETRY_BOT_FAILED_JOB_ID", 0)): p.id
                 for p in farm.standin.pipelines() if farm.standin.pipeline_variables(p.id).get("RETRY_BOT_FAILED_JOB_ID")}
         assert set(made) == {a, b} and made[b] < made[a], made   # both made, B's first, neither claimed
@@ -442,10 +441,7 @@ def test_one_failed_job_judged_twice_is_one_failure_for_the_storm_brake(tmp_path
     farm = Farm({"dns": flaky_dns(1)})
     bots = []
     try:
-        farm.add_project("grp/s", {"dns": {"stage": "build", "tags": ["small"], "script": ["x"]}})
-        farm.standin.create_pipeline("grp/s")
-        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
-        (origin,) = [j.id for j in farm.standin.jobs()]
+        origin = _one_failed_job(farm, "grp/s")
         dry = stopped_by == "dry_run_restart"
         bots.append(make_bot(farm, tmp_path, ["grp/s"], policy=STORM_POLICY, dry_run=dry or None))
         if dry:
@@ -455,10 +451,7 @@ def test_one_failed_job_judged_twice_is_one_failure_for_the_storm_brake(tmp_path
             def dying(*args, **kwargs):
                 raise _Killed("record_decision")
             bots[0].store.record_decision = dying
-            with pytest.raises(_Killed):
-                for _ in range(50):
-                    bots[0].once()
-                    time.sleep(0.05)
+            _cycle_until_killed(bots[0])
         cats = bots[0].store.storm_categories()
         assert cats and all(len(c["failures"]) == 1 and not c["braked_since"] for c in cats.values()), cats
         bots.pop().close()
@@ -493,10 +486,7 @@ def test_a_crash_while_a_probes_success_is_recorded_still_releases_the_brake(tmp
     farm = Farm({"dns": flaky_dns(1)})          # the origin fails (DNS), the probe (its retry) succeeds
     bots = []
     try:
-        farm.add_project("grp/t", {"dns": {"stage": "build", "tags": ["small"], "script": ["x"]}})
-        farm.standin.create_pipeline("grp/t")
-        assert farm.standin.wait_for(lambda: any(j.status == "failed" for j in farm.standin.jobs()))
-        (origin,) = [j.id for j in farm.standin.jobs()]
+        origin = _one_failed_job(farm, "grp/t")
         seed = open_store(f"sqlite:///{tmp_path / 'state.db'}")   # a fleet outage tripped the brake earlier
         seed.save_storm_categories({"dns_error": asdict(CategoryStorm(
             failures=[time.time() - 10], braked_since=time.time() - 60, probe_started=0.0,
@@ -517,10 +507,7 @@ def test_a_crash_while_a_probes_success_is_recorded_still_releases_the_brake(tmp
                 raise _Killed(dies_at)
             return real(*args, **kwargs)
         setattr(store, dies_at, dying)
-        with pytest.raises(_Killed):
-            for _ in range(100):
-                bots[0].once()
-                time.sleep(0.05)
+        _cycle_until_killed(bots[0], 100)
         (copy,) = [j for j in farm.standin.jobs() if j.retry_of == origin]
         assert copy.status == "success"
         setattr(store, dies_at, real)
