@@ -224,7 +224,8 @@ def reap_orphan_states(cfg: WrapperConfig, parent: Any, now: float) -> list[str]
     A driver killed after its cleanup removed the job cgroup (and spooled the record) but before
     it deleted the state, or between ``save_state``'s write and its rename, leaves them; the cgroup
     sweep above never sees them (it starts from the cgroups).  A live job always has its cgroup
-    (prepare makes it before it saves the state; cleanup removes it first).
+    (prepare makes it before it saves the state; cleanup removes it first); a state of the psutil
+    fallback (a job that got no cgroup) or one naming a live driver is never removed.
     """
     sdir = cfg.executor.state_dir
     if not sdir:
@@ -243,6 +244,10 @@ def reap_orphan_states(cfg: WrapperConfig, parent: Any, now: float) -> list[str]
         try:
             if now - os.stat(path).st_mtime < cfg.cgroup.stale_after_seconds:
                 continue
+            if not m.group(2):
+                st = load_state(path)
+                if st is not None and (st.backend not in ("cgroup-v1", "cgroup-v2") or driver_alive(st.driver)):
+                    continue
             os.unlink(path)
         except OSError:
             continue

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-from runner_wrapper.state import JobState
+from runner_wrapper.state import JobState, process_start_ticks
 from tests.wrapper.conftest import make_payload, write_config
 from tests.wrapper.driver import job_dir
 
@@ -27,6 +27,10 @@ def test_orphaned_state_files_are_removed_by_a_later_job(tmp_path, cg_parent):
     (sdir / "job-70.state").write_bytes(JobState(70, "cgroup-v1", "x", old, updated_epoch=old).to_bytes())
     # job 71: a driver killed between save_state's write and its rename
     (sdir / "job-71.state.12345.tmp").write_bytes(JobState(71, "cgroup-v1", "x", old).to_bytes())
+    # kept: job 73 runs on the psutil fallback (it has no cgroup) and job 74's driver is alive (this process)
+    (sdir / "job-73.state").write_bytes(JobState(73, "psutil", "x", old).to_bytes())
+    me = {"pid": os.getpid(), "start": process_start_ticks(os.getpid()), "stage": "build_script", "attempt": 1}
+    (sdir / "job-74.state").write_bytes(JobState(74, "cgroup-v1", "x", old, driver=me).to_bytes())
     for f in sdir.iterdir():
         os.utime(f, (old, old))
     jd = job_dir(tmp_path, cfg, make_payload(72))  # later jobs: config, prepare, run, cleanup
@@ -34,4 +38,4 @@ def test_orphaned_state_files_are_removed_by_a_later_job(tmp_path, cg_parent):
     assert jd.call("run", str(jd.script("o.sh", "echo ok")), "build_script").returncode == 0
     assert jd.call("cleanup").returncode == 0
     left = sorted(p.name for p in sdir.iterdir())
-    assert left == [], f"state files of dead jobs left in state_dir for good: {left}"
+    assert left == ["job-73.state", "job-74.state"], f"state files left in state_dir: {left}"
